@@ -1,0 +1,42 @@
+# vecmem — every target installs what it needs itself, so a fresh clone needs only `make demo` / `make test`.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# torch first and pinned: an unpinned torch (pulled in by sentence-transformers) would be a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install seed demo test clean help
+
+help:
+	@echo "make demo   - install, then a walk-through of retrieval on the seed memories (no network, no API key)"
+	@echo "make test   - install, then the whole test suite"
+	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
+	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vecmem needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+install: $(STAMP)
+
+seed: install
+	$(BIN)/vecmem seed
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

@@ -1,0 +1,100 @@
+"""Shared fixtures: a deterministic fake embedder, a settable clock, and banks on real Chroma in tmp_path."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from vecmem import MemoryBank, Settings
+
+REPO = Path(__file__).resolve().parent.parent
+SEED_FILE = REPO / "data" / "seed_memories.jsonl"
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+_TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]", re.IGNORECASE)
+
+
+class FakeEmbedder:
+    """Bag of hashed words (CJK: characters), L2-normalised: texts sharing words are similar, deterministically.
+
+    It implements vecmem's Embedder protocol and is passed to MemoryBank through its constructor.
+    """
+
+    def __init__(self, name: str = "fake-hash-64", dimension: int = 64) -> None:
+        self._name = name
+        self._dimension = dimension
+        self.document_calls = 0
+        self.query_calls = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self._dimension, dtype=np.float32)
+        for token in _TOKEN.findall(text.lower()):
+            digest = hashlib.sha256(token.encode("utf-8")).digest()
+            vector[digest[0] % self._dimension] += 1.0 if digest[1] % 2 else -1.0
+        norm = float(np.linalg.norm(vector))
+        if norm == 0.0:
+            vector[0] = 1.0
+            return vector
+        return vector / norm
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.query_calls += 1
+        return self._vector(text)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.document_calls += 1
+        return np.stack([self._vector(text) for text in texts]) if texts else np.zeros((0, self._dimension))
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+@pytest.fixture
+def make_bank(settings: Settings, clock: Clock):
+    """Open (or reopen) a bank on the test's store; keyword arguments override the defaults."""
+
+    def factory(**overrides) -> MemoryBank:
+        options = {"embedder": FakeEmbedder(), "clock": clock}
+        options.update(overrides)
+        return MemoryBank(overrides.pop("settings", settings), **{k: v for k, v in options.items() if k != "settings"})
+
+    return factory
+
+
+@pytest.fixture
+def bank(make_bank) -> MemoryBank:
+    return make_bank()

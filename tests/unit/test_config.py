@@ -1,0 +1,83 @@
+from pathlib import Path
+
+import pytest
+
+from vecmem import BudgetShares, ConfigError, RankWeights, Settings
+from vecmem.config import default_home
+
+
+def test_defaults():
+    settings = Settings.from_env({})
+    assert settings.home == default_home()
+    assert settings.chroma_url is None
+    assert settings.embed_model == "all-MiniLM-L6-v2"
+    assert (settings.weights.similarity, settings.weights.recency, settings.weights.importance) == (0.6, 0.2, 0.2)
+    assert settings.recency_decay_per_day == 0.01
+    assert settings.context_tokens == 8192
+    shares = settings.shares
+    assert (shares.system, shares.long_term, shares.short_term, shares.current) == (0.15, 0.25, 0.30, 0.30)
+
+
+def test_every_variable_is_read():
+    env = {
+        "VECMEM_HOME": "/tmp/x",
+        "VECMEM_CHROMA_URL": "http://127.0.0.1:9000",
+        "VECMEM_EMBED_MODEL": "BAAI/bge-small-zh-v1.5",
+        "VECMEM_EMBED_DEVICE": "cuda",
+        "VECMEM_EMBED_BATCH_SIZE": "8",
+        "VECMEM_USER": "alice",
+        "VECMEM_WEIGHT_SIMILARITY": "1",
+        "VECMEM_WEIGHT_RECENCY": "0",
+        "VECMEM_WEIGHT_IMPORTANCE": "0",
+        "VECMEM_RECENCY_DECAY": "0.05",
+        "VECMEM_OVERFETCH": "3",
+        "VECMEM_MIN_CANDIDATES": "7",
+        "VECMEM_CONTEXT_TOKENS": "1000",
+        "VECMEM_SHARE_SYSTEM": "0.1",
+        "VECMEM_SHARE_LONG_TERM": "0.4",
+        "VECMEM_SHARE_SHORT_TERM": "0.2",
+        "VECMEM_SHARE_CURRENT": "0.3",
+        "VECMEM_TOKENIZER": "o200k_base",
+    }
+    s = Settings.from_env(env)
+    assert s.home == Path("/tmp/x") and s.chroma_url == "http://127.0.0.1:9000"
+    assert s.embed_model == "BAAI/bge-small-zh-v1.5" and s.embed_device == "cuda" and s.embed_batch_size == 8
+    assert s.default_user == "alice"
+    assert s.weights == RankWeights(1, 0, 0) and s.recency_decay_per_day == 0.05
+    assert (s.overfetch_factor, s.min_candidates, s.context_tokens) == (3, 7, 1000)
+    assert s.shares == BudgetShares(0.1, 0.4, 0.2, 0.3)
+    assert s.tokenizer == "o200k_base"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"VECMEM_CONTEXT_TOKENS": "lots"}, "VECMEM_CONTEXT_TOKENS"),
+        ({"VECMEM_CONTEXT_TOKENS": "10"}, "VECMEM_CONTEXT_TOKENS"),
+        ({"VECMEM_RECENCY_DECAY": "-1"}, "VECMEM_RECENCY_DECAY"),
+        ({"VECMEM_RECENCY_DECAY": "nan"}, "VECMEM_RECENCY_DECAY"),
+        ({"VECMEM_WEIGHT_SIMILARITY": "-0.5"}, "VECMEM_WEIGHT_SIMILARITY"),
+        ({"VECMEM_SHARE_LONG_TERM": "0.5"}, "VECMEM_SHARE_"),
+        ({"VECMEM_CHROMA_URL": "localhost:8000"}, "VECMEM_CHROMA_URL"),
+        ({"VECMEM_OVERFETCH": "0"}, "VECMEM_OVERFETCH"),
+    ],
+)
+def test_bad_values_name_the_variable(env, named):
+    with pytest.raises(ConfigError, match=named):
+        Settings.from_env(env)
+
+
+def test_shares_must_sum_to_one():
+    with pytest.raises(ConfigError, match="sum to 1"):
+        BudgetShares(0.2, 0.25, 0.3, 0.3)
+    BudgetShares(0.1, 0.3, 0.3, 0.3)
+
+
+def test_weights_must_not_all_be_zero():
+    with pytest.raises(ConfigError):
+        RankWeights(0, 0, 0)
+
+
+def test_settings_are_frozen():
+    with pytest.raises(AttributeError):
+        Settings().context_tokens = 5  # type: ignore[misc]

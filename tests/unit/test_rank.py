@@ -1,0 +1,68 @@
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from vecmem import MemoryRecord, RankWeights
+from vecmem.rank import rank_by_importance, recency, rerank, score
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+DEFAULT = RankWeights()
+
+
+def memory(memory_id: str, *, days_old: float = 0, accessed_days_ago: float | None = None, importance=0.5):
+    return MemoryRecord(
+        id=memory_id,
+        content=f"memory {memory_id}",
+        importance=importance,
+        created_at=NOW - timedelta(days=days_old),
+        last_accessed=None if accessed_days_ago is None else NOW - timedelta(days=accessed_days_ago),
+    )
+
+
+def test_recency_by_hand():
+    assert recency(memory("a"), NOW, 0.01) == 1.0
+    assert recency(memory("a", days_old=10), NOW, 0.01) == pytest.approx(math.exp(-0.1))
+    assert recency(memory("a", days_old=69.3147), NOW, 0.01) == pytest.approx(0.5, abs=1e-5)
+    # counted from the later of created_at and last_accessed
+    assert recency(memory("a", days_old=100, accessed_days_ago=2), NOW, 0.01) == pytest.approx(math.exp(-0.02))
+    # a time in the future counts as now
+    assert recency(memory("a", days_old=-3), NOW, 0.01) == 1.0
+    assert recency(memory("a", days_old=50), NOW, 0.0) == 1.0
+
+
+def test_score_by_hand():
+    assert score(0.5, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.5 + 0.2 * 0.8 + 0.2 * 0.9)
+    assert score(0.5, 0.8, 0.9, RankWeights(1, 0, 0)) == pytest.approx(0.5)
+
+
+def test_rerank_arithmetic_and_order():
+    a = memory("a", days_old=10, importance=0.9)  # recency e^-0.1
+    b = memory("b", days_old=0, importance=0.2)
+    hits = rerank([(a, 0.40), (b, 0.50)], now=NOW, weights=DEFAULT, decay_per_day=0.01)
+    expected_a = 0.6 * 0.40 + 0.2 * math.exp(-0.1) + 0.2 * 0.9  # 0.61897...
+    expected_b = 0.6 * 0.50 + 0.2 * 1.0 + 0.2 * 0.2  # 0.54
+    assert [hit.id for hit in hits] == ["a", "b"]
+    assert hits[0].score == pytest.approx(expected_a)
+    assert hits[1].score == pytest.approx(expected_b)
+    for hit in hits:
+        assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
+
+
+def test_similarity_is_clamped_to_unit_interval():
+    hits = rerank([(memory("a"), -0.3), (memory("b"), 1.0000001)], now=NOW, weights=DEFAULT, decay_per_day=0.01)
+    by_id = {hit.id: hit for hit in hits}
+    assert by_id["a"].similarity == 0.0 and by_id["b"].similarity == 1.0
+
+
+def test_ties_break_by_id():
+    hits = rerank([(memory("b"), 0.5), (memory("a"), 0.5)], now=NOW, weights=DEFAULT, decay_per_day=0.01)
+    assert [hit.id for hit in hits] == ["a", "b"]
+
+
+def test_rank_by_importance_for_empty_query():
+    records = [memory("low", importance=0.1), memory("high", importance=1.0), memory("mid", importance=0.5)]
+    hits = rank_by_importance(records, now=NOW, weights=DEFAULT, decay_per_day=0.01)
+    assert [hit.id for hit in hits] == ["high", "mid", "low"]
+    assert all(hit.similarity == 0.0 for hit in hits)
+    assert hits[0].score == pytest.approx(0.2 * 1.0 + 0.2 * 1.0)

@@ -1,0 +1,65 @@
+"""vecmem: long-term memory for LLM agents.
+
+Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blend of similarity, recency and
+importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
+"""
+
+from .bank import MemoryBank, content_id
+from .budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
+from .config import BudgetShares, RankWeights, Settings
+from .embed import Embedder, SentenceTransformerEmbedder
+from .errors import (
+    BudgetError,
+    ConfigError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+    VecmemError,
+)
+from .models import (
+    MEMORY_TYPES,
+    SOURCES,
+    Hit,
+    ImportReport,
+    MemoryFilter,
+    MemoryRecord,
+    PromptPack,
+    StoreStats,
+    Turn,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MemoryBank",
+    "content_id",
+    "Settings",
+    "RankWeights",
+    "BudgetShares",
+    "Embedder",
+    "SentenceTransformerEmbedder",
+    "TokenCounter",
+    "TiktokenCounter",
+    "EstimatingCounter",
+    "DEFAULT_SYSTEM_PROMPT",
+    "MemoryRecord",
+    "MemoryFilter",
+    "Hit",
+    "Turn",
+    "PromptPack",
+    "ImportReport",
+    "StoreStats",
+    "MEMORY_TYPES",
+    "SOURCES",
+    "VecmemError",
+    "ConfigError",
+    "InvalidInputError",
+    "NotFoundError",
+    "StoreError",
+    "EmbeddingMismatchError",
+    "EmbeddingError",
+    "BudgetError",
+    "__version__",
+]

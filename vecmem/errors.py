@@ -1,0 +1,90 @@
+"""The vecmem exception tree.
+
+Every error vecmem raises on purpose is a ``VecmemError``; third-party exceptions are converted at the one
+module that imports that SDK (``raise ... from exc``), so callers only ever catch these::
+
+    VecmemError
+    ├── ConfigError              a setting or environment variable has an invalid value
+    ├── InvalidInputError        a caller passed a bad value (``.field`` names it)
+    ├── NotFoundError            no memory with that id for that user
+    ├── StoreError               the vector store failed or could not be reached
+    │   └── EmbeddingMismatchError   the store was built with another embedding model
+    ├── EmbeddingError           the embedding model could not be loaded or failed
+    └── BudgetError              a prompt section cannot fit its share of the context window
+
+``is_user_error`` tells the CLI which of them are the user's to fix (exit code 2) rather than an
+operational failure (exit code 1).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "VecmemError",
+    "ConfigError",
+    "InvalidInputError",
+    "NotFoundError",
+    "StoreError",
+    "EmbeddingMismatchError",
+    "EmbeddingError",
+    "BudgetError",
+    "is_user_error",
+]
+
+
+class VecmemError(Exception):
+    """Base class of every error vecmem raises on purpose."""
+
+
+class ConfigError(VecmemError):
+    """A setting (usually an environment variable) has a value vecmem cannot use."""
+
+
+class InvalidInputError(VecmemError, ValueError):
+    """A caller passed a value vecmem refuses; ``field`` names the offending field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class NotFoundError(VecmemError, KeyError):
+    """No memory with the given id exists for the given user."""
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreError(VecmemError):
+    """The vector store failed, is unreachable, or holds data vecmem cannot read."""
+
+
+class EmbeddingMismatchError(StoreError):
+    """The store was built with a different embedding model than the one configured."""
+
+    def __init__(self, stored_model: str, stored_dim: int, configured_model: str) -> None:
+        self.stored_model = stored_model
+        self.stored_dim = stored_dim
+        self.configured_model = configured_model
+        dims = f", {stored_dim} dims" if stored_dim else ""
+        super().__init__(
+            f"this store was built with embedding model '{stored_model}'{dims} but the configured model is "
+            f"'{configured_model}'; run `vecmem reindex` to re-embed every memory with '{configured_model}', "
+            f"or set VECMEM_EMBED_MODEL={stored_model} to keep the old one"
+        )
+
+
+class EmbeddingError(VecmemError):
+    """The embedding model could not be found, loaded or run."""
+
+
+class BudgetError(VecmemError):
+    """A prompt section that cannot be shortened does not fit its share of the context window."""
+
+
+_USER_ERRORS = (ConfigError, InvalidInputError, NotFoundError, EmbeddingMismatchError, BudgetError)
+
+
+def is_user_error(error: BaseException) -> bool:
+    """True when the error is the user's to fix (bad input or configuration), not a failure of ours."""
+    return isinstance(error, _USER_ERRORS)

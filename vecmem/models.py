@@ -1,0 +1,385 @@
+"""Value types shared by every part of vecmem (standard library only).
+
+``MemoryRecord`` validates itself on construction: an invalid value raises ``InvalidInputError`` naming the
+field and the reason, so nothing half-valid ever reaches the store.
+
+Importance is a float in [0, 1]. For convenience an *integer* from 0 to 10 is read on the ten-point scale
+and divided by ten (``importance=7`` is stored as 0.7); a float is taken as it is (``0.7``, ``1.0``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from .errors import InvalidInputError
+
+__all__ = [
+    "MEMORY_TYPES",
+    "SOURCES",
+    "GLOBAL_SCOPE",
+    "MAX_CONTENT_CHARS",
+    "MemoryRecord",
+    "MemoryFilter",
+    "Hit",
+    "Turn",
+    "PromptPack",
+    "ImportReport",
+    "StoreStats",
+    "normalize_importance",
+    "parse_timestamp",
+    "validate_identifier",
+]
+
+MEMORY_TYPES: tuple[str, ...] = ("fact", "preference", "instruction", "conclusion")
+SOURCES: tuple[str, ...] = ("user", "extracted", "manual", "template")
+GLOBAL_SCOPE = "global"
+MAX_CONTENT_CHARS = 8_000  # a memory is a statement, not a document; long text belongs in a RAG index
+MAX_IDENTIFIER_CHARS = 128
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+
+# C0/C1 control characters other than tab, newline and carriage return.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _check_text(field_name: str, value: object, *, max_chars: int) -> str:
+    """Return ``value`` stripped, or raise InvalidInputError saying why it cannot be stored."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field_name, f"must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(field_name, "contains a lone surrogate and is not valid Unicode text") from None
+    if _CONTROL_CHARS.search(value):
+        raise InvalidInputError(field_name, "contains control characters")
+    text = value.strip()
+    if not text:
+        raise InvalidInputError(field_name, "must not be empty or only whitespace")
+    if len(text) > max_chars:
+        raise InvalidInputError(field_name, f"is {len(text):,} characters; the limit is {max_chars:,}")
+    return text
+
+
+def validate_identifier(field_name: str, value: object) -> str:
+    """Ids, user ids and session ids: short, printable, no surrounding whitespace."""
+    text = _check_text(field_name, value, max_chars=MAX_IDENTIFIER_CHARS)
+    if text != value:
+        raise InvalidInputError(field_name, "must not start or end with whitespace")
+    if any(ch in "\t\r\n" for ch in text):
+        raise InvalidInputError(field_name, "must be a single line")
+    return text
+
+
+def normalize_importance(value: object) -> float:
+    """Floats in [0, 1] as they are; integers 0-10 on the ten-point scale (7 -> 0.7)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError("importance", f"must be a number, got {type(value).__name__}")
+    if isinstance(value, int):
+        if not 0 <= value <= 10:
+            raise InvalidInputError("importance", f"integer {value} is outside the 0-10 scale")
+        return value / 10
+    if not math.isfinite(value):
+        raise InvalidInputError("importance", f"must be a finite number, got {value}")
+    if not 0.0 <= value <= 1.0:
+        raise InvalidInputError(
+            "importance", f"{value} is outside [0, 1] (use an integer 0-10 for the ten-point scale)"
+        )
+    return float(value)
+
+
+def _check_unit_interval(field_name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(field_name, f"must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidInputError(field_name, f"must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def parse_timestamp(field_name: str, value: object) -> datetime:
+    """Accept an aware datetime, a naive one (read as UTC), an ISO 8601 string or epoch seconds."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(field_name, f"is not an ISO 8601 time: {value!r}") from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        try:
+            moment = datetime.fromtimestamp(value, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInputError(field_name, f"epoch seconds out of range: {value}") from None
+    else:
+        raise InvalidInputError(field_name, f"must be a time, got {type(value).__name__}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def _check_tags(value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidInputError("tags", "must be a list of strings")
+    if len(value) > MAX_TAGS:
+        raise InvalidInputError("tags", f"has {len(value)} tags; the limit is {MAX_TAGS}")
+    tags: list[str] = []
+    for tag in value:
+        text = _check_text("tags", tag, max_chars=MAX_TAG_CHARS)
+        if text not in tags:
+            tags.append(text)
+    return tuple(tags)
+
+
+def _check_choice(field_name: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InvalidInputError(field_name, f"must be one of {', '.join(choices)}; got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """One long-term memory. Construction validates and normalises every field."""
+
+    id: str
+    content: str
+    type: str = "fact"
+    tags: tuple[str, ...] = ()
+    importance: float = 0.5
+    scope: str = GLOBAL_SCOPE  # "global", or the id of the one session the memory belongs to
+    created_at: datetime = field(default_factory=_utc_now)
+    last_accessed: datetime | None = None  # None until a search first returns it
+    access_count: int = 0
+    source: str = "manual"
+    confidence: float = 1.0
+    superseded_by: str | None = None
+    user_id: str = "default"
+
+    def __post_init__(self) -> None:
+        normalised = {
+            "id": validate_identifier("id", self.id),
+            "content": _check_text("content", self.content, max_chars=MAX_CONTENT_CHARS),
+            "type": _check_choice("type", self.type, MEMORY_TYPES),
+            "tags": _check_tags(self.tags),
+            "importance": normalize_importance(self.importance),
+            "scope": validate_identifier("scope", self.scope),
+            "created_at": parse_timestamp("created_at", self.created_at),
+            "last_accessed": None
+            if self.last_accessed is None
+            else parse_timestamp("last_accessed", self.last_accessed),
+            "source": _check_choice("source", self.source, SOURCES),
+            "confidence": _check_unit_interval("confidence", self.confidence),
+            "superseded_by": None
+            if self.superseded_by in (None, "")
+            else validate_identifier("superseded_by", self.superseded_by),
+            "user_id": validate_identifier("user_id", self.user_id),
+        }
+        if isinstance(self.access_count, bool) or not isinstance(self.access_count, int) or self.access_count < 0:
+            raise InvalidInputError("access_count", f"must be a non-negative integer, got {self.access_count!r}")
+        if normalised["superseded_by"] == normalised["id"]:
+            raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def session_id(self) -> str | None:
+        """The session this memory is scoped to, or None for a global memory."""
+        return None if self.scope == GLOBAL_SCOPE else self.scope
+
+    @property
+    def superseded(self) -> bool:
+        return self.superseded_by is not None
+
+    @property
+    def last_used(self) -> datetime:
+        """The later of created_at and last_accessed: what recency is counted from."""
+        if self.last_accessed is None:
+            return self.created_at
+        return max(self.created_at, self.last_accessed)
+
+    def with_changes(self, **changes: Any) -> "MemoryRecord":
+        """A copy with some fields replaced, validated like a new record."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (times as ISO 8601 UTC); the format of `vecmem export`."""
+        data = asdict(self)
+        data["tags"] = list(self.tags)
+        data["created_at"] = self.created_at.isoformat()
+        data["last_accessed"] = None if self.last_accessed is None else self.last_accessed.isoformat()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], **defaults: Any) -> "MemoryRecord":
+        """Build a record from a mapping such as one line of an export file.
+
+        ``session_id`` is accepted as another way to give a session scope; keys in ``defaults`` fill what the
+        mapping leaves out (the CLI passes the user and a generated id this way). Unknown keys are refused so a
+        misspelt field is not silently dropped.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError("record", f"must be a JSON object, got {type(data).__name__}")
+        values = {**defaults, **{k: v for k, v in data.items() if v is not None or k == "superseded_by"}}
+        session = values.pop("session_id", None)
+        if session not in (None, ""):
+            if values.get("scope", GLOBAL_SCOPE) not in (GLOBAL_SCOPE, session):
+                raise InvalidInputError("session_id", "conflicts with scope")
+            values["scope"] = session
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise InvalidInputError(unknown[0], "is not a memory field")
+        for required in ("id", "content"):
+            if required not in values:
+                raise InvalidInputError(required, "is required")
+        if "tags" in values and isinstance(values["tags"], list):
+            values["tags"] = tuple(values["tags"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories of one user an operation may see.
+
+    ``session_id=None`` with ``all_sessions=False`` means global memories only; with a session id, the
+    global memories plus that session's. ``all_sessions=True`` (listing, export) ignores scope.
+    """
+
+    session_id: str | None = None
+    all_sessions: bool = False
+    types: frozenset[str] | None = None
+    include_superseded: bool = False
+
+    def __post_init__(self) -> None:
+        if self.session_id is not None:
+            validate_identifier("session_id", self.session_id)
+            if self.session_id == GLOBAL_SCOPE:
+                raise InvalidInputError("session_id", f"'{GLOBAL_SCOPE}' is reserved for global memories")
+        if self.types is not None:
+            types = frozenset(self.types)
+            if not types:
+                raise InvalidInputError("types", "must name at least one type when given")
+            for memory_type in types:
+                _check_choice("types", memory_type, MEMORY_TYPES)
+            object.__setattr__(self, "types", types)
+
+    @property
+    def scopes(self) -> tuple[str, ...] | None:
+        """The scopes visible through this filter, or None when scope is not restricted."""
+        if self.all_sessions:
+            return None
+        return (GLOBAL_SCOPE,) if self.session_id is None else (GLOBAL_SCOPE, self.session_id)
+
+    def matches(self, record: MemoryRecord) -> bool:
+        """The same predicate the store applies, checked again in memory so no filter bug can leak."""
+        if record.superseded and not self.include_superseded:
+            return False
+        if self.types is not None and record.type not in self.types:
+            return False
+        scopes = self.scopes
+        return scopes is None or record.scope in scopes
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved memory with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance."""
+
+    id: str
+    content: str
+    type: str
+    score: float
+    similarity: float
+    recency: float
+    importance: float
+    record: MemoryRecord
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "type": self.type,
+            "score": self.score,
+            "similarity": self.similarity,
+            "recency": self.recency,
+            "importance": self.importance,
+            "scope": self.record.scope,
+            "tags": list(self.record.tags),
+        }
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of the short-term conversation history."""
+
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        _check_choice("role", self.role, ("user", "assistant", "system"))
+        if not isinstance(self.content, str):
+            raise InvalidInputError("content", f"must be a string, got {type(self.content).__name__}")
+
+
+@dataclass(frozen=True)
+class PromptPack:
+    """Messages ready for a chat-completions call, with what each section costs.
+
+    ``tokens`` and ``limits`` are keyed ``system``, ``long_term``, ``short_term`` and ``current``.
+    ``long_term`` is the text of the long-term section (its own system message, absent when empty);
+    ``memories`` are the hits that made it into it, best first; ``dropped_ids`` the ones the budget left out;
+    ``truncated_ids`` the ones cut short (with a visible marker) to fit.
+    """
+
+    messages: tuple[dict[str, str], ...]
+    tokens: dict[str, int]
+    limits: dict[str, int]
+    long_term: str = ""
+    memories: tuple[Hit, ...] = ()
+    dropped_ids: tuple[str, ...] = ()
+    truncated_ids: tuple[str, ...] = ()
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens.values())
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import or seed did; ``errors`` holds (line number, message) for each refused line."""
+
+    added: int = 0
+    skipped: int = 0
+    errors: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts for one user, or for the whole store when ``user_id`` is None."""
+
+    user_id: str | None
+    count: int
+    live: int
+    superseded: int
+    by_type: dict[str, int]
+    by_scope: dict[str, int]
+    users: tuple[str, ...]
+    embed_model: str
+    embed_dim: int
+    location: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["users"] = list(self.users)
+        return data
+
+
+def normalize_for_hash(text: str) -> str:
+    """Case- and width-insensitive form used to recognise the same memory written twice."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())

@@ -1,0 +1,68 @@
+"""The reranker: score = w_s·similarity + w_r·recency + w_i·importance (defaults 0.6 / 0.2 / 0.2).
+
+* similarity: cosine similarity of query and memory, clamped to [0, 1] (a negative cosine means unrelated,
+  and clamping keeps every term of the score in [0, 1]);
+* recency: ``exp(-λ·days)`` with days counted from the later of created_at and last_accessed, so a memory
+  that keeps being used stays fresh (λ = 0.01 per day by default: a half-life of about 69 days);
+* importance: the memory's own importance in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Iterable
+
+from .config import RankWeights
+from .models import Hit, MemoryRecord
+
+__all__ = ["recency", "score", "rerank", "rank_by_importance"]
+
+_SECONDS_PER_DAY = 86_400.0
+
+
+def recency(record: MemoryRecord, now: datetime, decay_per_day: float) -> float:
+    """exp(-λ·days since last use); a timestamp in the future counts as now."""
+    days = max(0.0, (now - record.last_used).total_seconds() / _SECONDS_PER_DAY)
+    return math.exp(-decay_per_day * days)
+
+
+def score(similarity: float, recency_value: float, importance: float, weights: RankWeights) -> float:
+    return weights.similarity * similarity + weights.recency * recency_value + weights.importance * importance
+
+
+def _hit(record: MemoryRecord, similarity: float, now: datetime, weights: RankWeights, decay: float) -> Hit:
+    similarity = min(1.0, max(0.0, similarity))
+    fresh = recency(record, now, decay)
+    return Hit(
+        id=record.id,
+        content=record.content,
+        type=record.type,
+        score=score(similarity, fresh, record.importance, weights),
+        similarity=similarity,
+        recency=fresh,
+        importance=record.importance,
+        record=record,
+    )
+
+
+def rerank(
+    candidates: Iterable[tuple[MemoryRecord, float]],
+    *,
+    now: datetime,
+    weights: RankWeights,
+    decay_per_day: float,
+) -> list[Hit]:
+    """Score (record, similarity) pairs and sort them best first; ties go to the lower id, for repeatability."""
+    hits = [_hit(record, similarity, now, weights, decay_per_day) for record, similarity in candidates]
+    hits.sort(key=lambda hit: (-hit.score, hit.id))
+    return hits
+
+
+def rank_by_importance(
+    records: Iterable[MemoryRecord], *, now: datetime, weights: RankWeights, decay_per_day: float
+) -> list[Hit]:
+    """For an empty query: the most important memories first (then the most recent), similarity 0."""
+    hits = [_hit(record, 0.0, now, weights, decay_per_day) for record in records]
+    hits.sort(key=lambda hit: (-hit.importance, -hit.recency, hit.id))
+    return hits
