@@ -1,0 +1,51 @@
+"""The installed `vecmem` command in real subprocesses, with the real model."""
+
+import json
+import subprocess
+import sys
+
+from tests.integration.conftest import cli_env, run_cli
+
+
+def test_help_does_not_import_torch_or_chroma(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "vecmem", "--help"],
+        env=cli_env(tmp_path), capture_output=True, text=True, check=True,
+    )
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert "torch" not in imported and "sentence_transformers" not in imported and "chromadb" not in imported
+    assert "reindex" in result.stdout
+
+
+def test_seed_twice_then_search(tmp_path):
+    env = cli_env(tmp_path / "home")
+    first = run_cli("seed", env=env)
+    assert first.returncode == 0, first.stderr
+    count = json.loads(run_cli("stats", "--json", env=env).stdout)["count"]
+    assert count >= 30
+    assert run_cli("seed", env=env).returncode == 0
+    assert json.loads(run_cli("stats", "--json", env=env).stdout)["count"] == count
+
+    result = run_cli("search", "write me a sleep function", "--k", "3", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "concise coding style" in result.stdout
+    hits = json.loads(run_cli("search", "write me a sleep function", "--k", "3", "--json", env=env).stdout)
+    assert "seed-en-code-style" in [hit["id"] for hit in hits]
+
+
+def test_another_model_is_one_error_line_and_reindex_fixes_it(tmp_path, other_model_dir):
+    env = cli_env(tmp_path / "home")
+    assert run_cli("add", "The user's favourite fruit is the mango", env=env).returncode == 0
+    other = {**env, "VECMEM_EMBED_MODEL": str(other_model_dir)}
+    refused = run_cli("search", "favourite fruit", env=other)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "sentence-transformers/all-MiniLM-L6-v2" in refused.stderr and str(other_model_dir) in refused.stderr
+    assert "vecmem reindex" in refused.stderr
+
+    fixed = run_cli("reindex", env=other)
+    assert fixed.returncode == 0, fixed.stderr
+    hits = json.loads(run_cli("search", "favourite fruit", "--json", env=other).stdout)
+    assert hits[0]["content"] == "The user's favourite fruit is the mango"
+    assert json.loads(run_cli("stats", "--json", env=other).stdout)["embed_dim"] == 128
+    assert run_cli("search", "favourite fruit", env=env).returncode == 2  # the old model is now the stranger

