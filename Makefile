@@ -8,8 +8,8 @@ STAMP  := $(VENV)/.installed-stamp
 TORCH  ?= torch==2.13.0
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
-export HF_HUB_OFFLINE := 1
-export TOKENIZERS_PARALLELISM := false
+# The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
+export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: install seed demo test clean help
 

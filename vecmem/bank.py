@@ -1,9 +1,9 @@
 """MemoryBank: the one facade, and the one place where the concrete parts are wired together.
 
->>> bank = MemoryBank()                                    # settings from the environment
->>> bank.add("The user prefers concise code", type="preference", importance=9)
->>> bank.search("write me a sleep function", k=3)          # -> [Hit(score, similarity, recency, importance)]
->>> bank.build_context("write me a sleep function").messages
+    bank = MemoryBank()                                    # settings from the environment
+    bank.add("The user prefers concise code", memory_type="preference", importance=9)
+    bank.search("write me a sleep function", k=3)          # -> [Hit(score, similarity, recency, importance)]
+    bank.build_context("write me a sleep function").messages
 
 Every part can be replaced through the constructor (an embedder, a token counter, a clock), which is how the
 tests run without the real model.
@@ -98,7 +98,7 @@ class MemoryBank:
         content: str,
         *,
         user_id: str | None = None,
-        type: str = "fact",  # noqa: A002 - the field is called type everywhere in vecmem
+        memory_type: str = "fact",
         importance: float = 0.5,
         tags: Sequence[str] = (),
         session_id: str | None = None,
@@ -107,14 +107,18 @@ class MemoryBank:
         memory_id: str | None = None,
         created_at: datetime | None = None,
     ) -> MemoryRecord:
-        """Store one memory and return it. Adding the same statement again returns the stored one unchanged."""
+        """Store one memory and return it.
+
+        Adding the same statement (same user, scope and normalised text) again returns the stored memory
+        unchanged, superseded or not; ``memory_id`` reused for different content is refused.
+        """
         user = self._user(user_id)
         scope = self._scope(session_id)
         record = MemoryRecord(
             id=memory_id if memory_id is not None else content_id(user, scope, _text_for_id(content)),
             content=content,
-            type=type,
-            tags=tuple(tags),
+            type=memory_type,
+            tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             importance=importance,
             scope=scope,
             created_at=created_at or self._clock(),
@@ -180,7 +184,7 @@ class MemoryBank:
         *,
         user_id: str | None = None,
         content: str | None = None,
-        type: str | None = None,  # noqa: A002
+        memory_type: str | None = None,
         importance: float | None = None,
         tags: Sequence[str] | None = None,
         confidence: float | None = None,
@@ -189,9 +193,9 @@ class MemoryBank:
         changes: dict[str, object] = {}
         for name, value in (
             ("content", content),
-            ("type", type),
+            ("type", memory_type),
             ("importance", importance),
-            ("tags", None if tags is None else tuple(tags)),
+            ("tags", tags),
             ("confidence", confidence),
         ):
             if value is not None:

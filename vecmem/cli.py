@@ -212,7 +212,7 @@ class _Commands:
         record = self.bank().add(
             a.content,
             user_id=self.user,
-            type=a.type,
+            memory_type=a.type,
             importance=a.importance,
             tags=a.tags,
             session_id=a.session,

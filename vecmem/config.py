@@ -10,7 +10,7 @@ import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 from urllib.parse import urlparse
 
 from .errors import ConfigError
@@ -132,7 +132,7 @@ class Settings:
                     f"VECMEM_CHROMA_URL must look like http://host:port, got {self.chroma_url!r}"
                 )
 
-    def with_changes(self, **changes: object) -> "Settings":
+    def with_changes(self, **changes: Any) -> "Settings":
         return replace(self, **changes)
 
     @property

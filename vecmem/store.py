@@ -209,9 +209,9 @@ class ChromaStore:
             if collection is None:
                 name = _collection_name(user_id)
                 collection = self._get_collection(name) or self._finish_interrupted_rebuild(name)
-                if collection is None and dimension is None:
-                    return None
                 if collection is None:
+                    if dimension is None:
+                        return None
                     self._record_model(dimension)
                     with _chroma_errors(f"creating the collection of user {user_id!r}"):
                         collection = self._client.create_collection(
@@ -259,7 +259,7 @@ class ChromaStore:
             rows = collection.get(ids=list(ids), include=["documents", "metadatas"])
         return {
             memory_id: _from_row(memory_id, document, metadata)
-            for memory_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"])
+            for memory_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)
         }
 
     def count(self, user_id: str) -> int:
@@ -279,7 +279,7 @@ class ChromaStore:
         while True:
             with _chroma_errors("listing memories"):
                 rows = collection.get(where=where, limit=_PAGE, offset=offset, include=["documents", "metadatas"])
-            for memory_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"]):
+            for memory_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True):
                 record = _from_row(memory_id, document, metadata)
                 if memory_filter.matches(record):
                     yield record
@@ -303,7 +303,7 @@ class ChromaStore:
             )
         found = []
         for memory_id, document, metadata, distance in zip(
-            rows["ids"][0], rows["documents"][0], rows["metadatas"][0], rows["distances"][0]
+            rows["ids"][0], rows["documents"][0], rows["metadatas"][0], rows["distances"][0], strict=True
         ):
             record = _from_row(memory_id, document, metadata)
             if memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
@@ -319,6 +319,7 @@ class ChromaStore:
         self._check_owner(user_id, records)
         vectors = np.asarray(embeddings, dtype=np.float32)
         collection = self._user_collection(user_id, dimension=int(vectors.shape[1]))
+        assert collection is not None  # a dimension means: create it if missing
         with _chroma_errors("writing memories"):
             collection.upsert(
                 ids=[r.id for r in records],

@@ -16,7 +16,7 @@ def test_add_search_filters_and_isolation_over_http(server_settings, clock):
     bank = MemoryBank(server_settings, embedder=FakeEmbedder(), clock=clock)
     g = bank.add("server side global memory", user_id=user)
     s1 = bank.add("server side session memory", user_id=user, session_id="s1")
-    old = bank.add("server side old preference", user_id=user, type="preference")
+    old = bank.add("server side old preference", user_id=user, memory_type="preference")
     bank.supersede(old.id, g.id, user_id=user)
     assert {h.id for h in bank.search("server side memory", 10, user_id=user)} == {g.id}
     assert {h.id for h in bank.search("server side memory", 10, user_id=user, session_id="s1")} == {g.id, s1.id}

@@ -79,6 +79,14 @@ def test_long_term_section_fits_a_1000_token_window_by_tiktoken(seeded_bank):
 
 def test_persistence_with_the_real_model(tmp_path, real_embedder):
     settings = Settings(home=tmp_path / "home")
-    MemoryBank(settings, embedder=real_embedder).add("The user's cat is called Miso", type="fact")
+    MemoryBank(settings, embedder=real_embedder).add("The user's cat is called Miso", memory_type="fact")
     reopened = MemoryBank(settings, embedder=real_embedder)
     assert reopened.search("what is my cat's name?", 1)[0].content == "The user's cat is called Miso"
+
+
+def test_a_folder_that_is_not_a_model_is_an_embedding_error(tmp_path):
+    from vecmem import EmbeddingError, SentenceTransformerEmbedder
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EmbeddingError, match="could not load embedding model"):
+        SentenceTransformerEmbedder(str(tmp_path / "empty")).embed_query("hello")

@@ -22,7 +22,7 @@ def ids(hits):
 
 class TestAddGetForget:
     def test_add_returns_the_stored_record(self, bank, clock):
-        record = bank.add("The user likes green tea", type="preference", importance=7, tags=["drinks"])
+        record = bank.add("The user likes green tea", memory_type="preference", importance=7, tags=["drinks"])
         assert record.importance == pytest.approx(0.7) and record.created_at == clock.now
         assert record.id == content_id("default", "global", "The user likes green tea")
         assert bank.get(record.id) == record
@@ -45,7 +45,7 @@ class TestAddGetForget:
 
     def test_invalid_add_stores_nothing(self, bank):
         with pytest.raises(InvalidInputError):
-            bank.add("fine text", type="opinion")
+            bank.add("fine text", memory_type="opinion")
         with pytest.raises(InvalidInputError):
             bank.add("fine text", session_id="global")
         assert bank.stats().count == 0
@@ -126,8 +126,8 @@ class TestSearch:
         assert set(ids(bank.search("deploy notes", 10, session_id="s3"))) == {g.id}
 
     def test_superseded_memories_are_never_returned(self, bank):
-        old = bank.add("The user edits in VS Code", type="preference")
-        new = bank.add("The user edits in Neovim now", type="preference")
+        old = bank.add("The user edits in VS Code", memory_type="preference")
+        new = bank.add("The user edits in Neovim now", memory_type="preference")
         bank.supersede(old.id, new.id)
         for query in ("VS Code", "The user edits in VS Code", ""):
             assert old.id not in ids(bank.search(query, 10))
@@ -145,9 +145,9 @@ class TestSearch:
         assert len(hits) == 5 and all(not bank.get(h).superseded for h in ids(hits))
 
     def test_type_filter(self, bank):
-        bank.add("likes tea", type="preference")
-        bank.add("tea is grown in Yunnan", type="fact")
-        bank.add("always answer about tea briefly", type="instruction")
+        bank.add("likes tea", memory_type="preference")
+        bank.add("tea is grown in Yunnan", memory_type="fact")
+        bank.add("always answer about tea briefly", memory_type="instruction")
         assert {h.type for h in bank.search("tea", 10, types=["preference"])} == {"preference"}
         assert {h.type for h in bank.search("tea", 10, types="fact")} == {"fact"}
         assert {h.type for h in bank.search("tea", 10, types=["fact", "instruction"])} == {"fact", "instruction"}
@@ -168,7 +168,7 @@ class TestSearch:
 
     def test_empty_query_returns_the_most_important(self, bank):
         bank.add("minor detail", importance=0.1)
-        top = bank.add("critical instruction", importance=1.0, type="instruction")
+        top = bank.add("critical instruction", importance=1.0, memory_type="instruction")
         mid = bank.add("useful fact", importance=0.6)
         hits = bank.search("   ", 2)
         assert ids(hits) == [top.id, mid.id]
@@ -191,7 +191,7 @@ class TestSearch:
 class TestPersistenceAndModel:
     def test_memories_survive_reopening(self, make_bank):
         first = make_bank()
-        record = first.add("persist me", type="instruction", tags=["x"], session_id="s1", importance=0.8)
+        record = first.add("persist me", memory_type="instruction", tags=["x"], session_id="s1", importance=0.8)
         first.search("persist me", 1, session_id="s1")
         reopened = make_bank()
         stored = reopened.get(record.id)
@@ -209,8 +209,8 @@ class TestPersistenceAndModel:
 
     def test_reindex_moves_the_store_to_the_new_model(self, make_bank):
         old = make_bank(embedder=FakeEmbedder("model-a", 64))
-        kept = old.add("The user likes jasmine tea", type="preference", importance=0.8, session_id="s1")
-        superseded = old.add("The user likes black tea", type="preference")
+        kept = old.add("The user likes jasmine tea", memory_type="preference", importance=0.8, session_id="s1")
+        superseded = old.add("The user likes black tea", memory_type="preference")
         old.supersede(superseded.id, kept.id)
         old.add("another user's memory", user_id="bob")
         done = make_bank(embedder=FakeEmbedder("model-b", 32), verify_model=False).reindex()
@@ -293,7 +293,7 @@ class TestImportExport:
 
     def test_export_then_import_into_a_fresh_store_is_identical(self, bank, make_bank, settings, tmp_path):
         bank.add("global fact", importance=0.3)
-        bank.add("session pref", type="preference", session_id="s1", tags=["t"])
+        bank.add("session pref", memory_type="preference", session_id="s1", tags=["t"])
         bank.add("bob's", user_id="bob")
         exported = [json.dumps(r.to_dict()) for r in bank.export()]
         fresh = make_bank(settings=settings.with_changes(home=tmp_path / "other"))
@@ -324,9 +324,9 @@ class TestSupersedeAndStats:
 
     def test_stats(self, bank):
         bank.add("f1")
-        bank.add("p1", type="preference", session_id="s")
-        old = bank.add("i1", type="instruction")
-        bank.supersede(old.id, bank.add("c1", type="conclusion").id)
+        bank.add("p1", memory_type="preference", session_id="s")
+        old = bank.add("i1", memory_type="instruction")
+        bank.supersede(old.id, bank.add("c1", memory_type="conclusion").id)
         stats = bank.stats()
         assert stats.count == 4 and stats.live == 3 and stats.superseded == 1
         assert stats.by_type == {"fact": 1, "preference": 1, "instruction": 1, "conclusion": 1}
@@ -337,7 +337,7 @@ class TestSupersedeAndStats:
 
 def test_list_filters(bank):
     bank.add("g fact")
-    bank.add("s1 pref", type="preference", session_id="s1")
+    bank.add("s1 pref", memory_type="preference", session_id="s1")
     bank.add("s2 fact", session_id="s2")
     assert len(bank.list_memories()) == 3
     assert {r.content for r in bank.list_memories(session_id="s1")} == {"g fact", "s1 pref"}
@@ -366,3 +366,11 @@ def test_memory_bank_reads_settings_from_the_environment(monkeypatch, tmp_path):
     bank.add("from the environment")
     assert bank.users() == ["envuser"]
     assert (tmp_path / "envhome" / "chroma").is_dir()
+
+
+def test_tags_must_be_a_list_not_a_string(bank):
+    with pytest.raises(InvalidInputError, match="tags"):
+        bank.add("tagged", tags="drinks")
+    record = bank.add("tagged", tags=["drinks"])
+    with pytest.raises(InvalidInputError, match="tags"):
+        bank.update(record.id, tags="food")

@@ -2,7 +2,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vecmem import SentenceTransformerEmbedder
 from vecmem.embed import canonical_model_name, resolve_model_location
 
 
