@@ -45,6 +45,18 @@ ENV_VARS = {
     "short_term": "VECMEM_SHARE_SHORT_TERM",
     "current": "VECMEM_SHARE_CURRENT",
     "tokenizer": "VECMEM_TOKENIZER",
+    "openai_api_key": "OPENAI_API_KEY",
+    "openai_base_url": "OPENAI_BASE_URL",
+    "chat_model": "VECMEM_CHAT_MODEL",
+    "llm_timeout": "VECMEM_LLM_TIMEOUT",
+    "llm_retries": "VECMEM_LLM_RETRIES",
+    "short_term_turns": "VECMEM_SHORT_TERM_TURNS",
+    "summary_every": "VECMEM_SUMMARY_EVERY",
+    "global_summary_every": "VECMEM_GLOBAL_SUMMARY_EVERY",
+    "supersede_threshold": "VECMEM_SUPERSEDE_THRESHOLD",
+    "gate_min_chars": "VECMEM_GATE_MIN_CHARS",
+    "type_routing": "VECMEM_TYPE_ROUTING",
+    "cold_start": "VECMEM_COLD_START",
 }
 
 
@@ -109,6 +121,20 @@ class Settings:
     context_tokens: int = 8192
     shares: BudgetShares = field(default_factory=BudgetShares)
     tokenizer: str = "cl100k_base"
+    # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+    chat_model: str = "gpt-4o-mini"
+    llm_timeout: float = 30.0
+    llm_retries: int = 1
+    # --- the memory agent
+    short_term_turns: int = 6  # exchanges (a user message and its answer) kept verbatim
+    summary_every: int = 5  # kept turns between local session summaries
+    global_summary_every: int = 4  # local summaries between global summaries
+    supersede_threshold: float = 0.9  # offline: same type and at least this similar means newer wins
+    gate_min_chars: int = 6
+    type_routing: bool = True
+    cold_start: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
@@ -118,11 +144,24 @@ class Settings:
             ("overfetch_factor", 1),
             ("min_candidates", 1),
             ("context_tokens", 64),
+            ("llm_retries", 0),
+            ("short_term_turns", 0),
+            ("summary_every", 1),
+            ("global_summary_every", 1),
+            ("gate_min_chars", 0),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"{_label(name)} must be an integer >= {minimum}, got {value!r}")
-        for name in ("embed_model", "embed_device", "default_user", "tokenizer"):
+        if not math.isfinite(self.llm_timeout) or self.llm_timeout <= 0:
+            raise ConfigError(f"{_label('llm_timeout')} must be a number of seconds > 0, got {self.llm_timeout!r}")
+        if not 0.0 <= self.supersede_threshold <= 1.0:
+            raise ConfigError(f"{_label('supersede_threshold')} must be between 0 and 1, got {self.supersede_threshold!r}")
+        if self.openai_base_url is not None:
+            parsed_base = urlparse(self.openai_base_url)
+            if parsed_base.scheme not in ("http", "https") or not parsed_base.hostname:
+                raise ConfigError(f"OPENAI_BASE_URL must look like http://host:port/v1, got {self.openai_base_url!r}")
+        for name in ("embed_model", "embed_device", "default_user", "tokenizer", "chat_model"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"{_label(name)} must not be empty")
         if self.chroma_url is not None:
@@ -134,6 +173,11 @@ class Settings:
 
     def with_changes(self, **changes: Any) -> "Settings":
         return replace(self, **changes)
+
+    @property
+    def llm_configured(self) -> bool:
+        """A chat model is configured when an API key or a base URL is set."""
+        return bool(self.openai_api_key or self.openai_base_url)
 
     @property
     def location(self) -> str:
@@ -169,6 +213,18 @@ class Settings:
                 current=reader.number("VECMEM_SHARE_CURRENT", float, defaults_shares.current),
             ),
             tokenizer=reader.text("VECMEM_TOKENIZER") or "cl100k_base",
+            openai_api_key=reader.text("OPENAI_API_KEY"),
+            openai_base_url=reader.text("OPENAI_BASE_URL"),
+            chat_model=reader.text("VECMEM_CHAT_MODEL") or "gpt-4o-mini",
+            llm_timeout=reader.number("VECMEM_LLM_TIMEOUT", float, 30.0),
+            llm_retries=reader.number("VECMEM_LLM_RETRIES", int, 1),
+            short_term_turns=reader.number("VECMEM_SHORT_TERM_TURNS", int, 6),
+            summary_every=reader.number("VECMEM_SUMMARY_EVERY", int, 5),
+            global_summary_every=reader.number("VECMEM_GLOBAL_SUMMARY_EVERY", int, 4),
+            supersede_threshold=reader.number("VECMEM_SUPERSEDE_THRESHOLD", float, 0.9),
+            gate_min_chars=reader.number("VECMEM_GATE_MIN_CHARS", int, 6),
+            type_routing=reader.flag("VECMEM_TYPE_ROUTING", True),
+            cold_start=reader.flag("VECMEM_COLD_START", True),
         )
 
 
@@ -181,6 +237,17 @@ class _EnvReader:
     def text(self, name: str) -> str | None:
         value = self._environ.get(name)
         return value.strip() if value is not None and value.strip() else None
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self.text(name)
+        if raw is None:
+            return default
+        value = raw.lower()
+        if value in ("1", "true", "yes", "on"):
+            return True
+        if value in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name} must be on or off, got {raw!r}")
 
     def number(self, name: str, kind: Callable[[str], _T], default: _T) -> _T:
         raw = self.text(name)

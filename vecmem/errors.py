@@ -10,6 +10,8 @@ module that imports that SDK (``raise ... from exc``), so callers only ever catc
     ├── StoreError               the vector store failed or could not be reached
     │   └── EmbeddingMismatchError   the store was built with another embedding model
     ├── EmbeddingError           the embedding model could not be loaded or failed
+    ├── LLMError                 the chat model failed: timeout, 429, 5xx, unreachable, empty answer
+    │   └── ExtractionError          its reply was not the JSON the schema asks for
     └── BudgetError              a prompt section cannot fit its share of the context window
 
 ``is_user_error`` tells the CLI which of them are the user's to fix (exit code 2) rather than an
@@ -26,6 +28,8 @@ __all__ = [
     "StoreError",
     "EmbeddingMismatchError",
     "EmbeddingError",
+    "LLMError",
+    "ExtractionError",
     "BudgetError",
     "is_user_error",
 ]
@@ -76,6 +80,14 @@ class EmbeddingMismatchError(StoreError):
 
 class EmbeddingError(VecmemError):
     """The embedding model could not be found, loaded or run."""
+
+
+class LLMError(VecmemError):
+    """The chat model could not be reached or did not give a usable answer."""
+
+
+class ExtractionError(LLMError):
+    """The model answered, but not with JSON that passes the schema; nothing was written."""
 
 
 class BudgetError(VecmemError):

@@ -1,0 +1,96 @@
+"""A real HTTP server on 127.0.0.1 that speaks the chat-completions API and answers from a script.
+
+Tests drive vecmem's real openai client against it. Each request is classified by its system prompt
+("gate", "extract", "summary" or "answer") and answered by the test's responder with a ``Reply``: a text, an
+HTTP error status, a delay (to trigger the client's timeout) or a raw, possibly broken, body.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    status: int = 200
+    delay: float = 0.0
+    raw_body: str | None = None
+
+
+def request_kind(body: dict) -> str:
+    system = " ".join(m.get("content", "") for m in body.get("messages", []) if m.get("role") == "system")
+    if "write gate" in system:
+        return "gate"
+    if "maintain an assistant's long-term memory" in system:
+        return "extract"
+    if "Summarise" in system or "Merge these session summaries" in system:
+        return "summary"
+    return "answer"
+
+
+class ScriptedChatServer:
+    def __init__(self, responder: Callable[[str, dict], Reply]) -> None:
+        self.responder = responder
+        self.requests: list[tuple[str, dict]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                kind = request_kind(body)
+                server.requests.append((kind, body))
+                reply = server.responder(kind, body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.raw_body is not None:
+                    payload = reply.raw_body.encode()
+                elif reply.status != 200:
+                    payload = json.dumps({"error": {"message": f"scripted {reply.status}", "type": "scripted"}}).encode()
+                else:
+                    payload = json.dumps({
+                        "id": f"chatcmpl-{len(server.requests)}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "scripted"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": reply.content}}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.requests]
+
+    def __enter__(self) -> "ScriptedChatServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
