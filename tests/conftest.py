@@ -98,3 +98,38 @@ def make_bank(settings: Settings, clock: Clock):
 @pytest.fixture
 def bank(make_bank) -> MemoryBank:
     return make_bank()
+
+
+class ScriptedModel:
+    """A ChatModel fake: ``responder(kind, messages)`` returns the reply text or raises LLMError.
+
+    ``kind`` is "gate", "extract", "summary" or "answer", told apart by the system prompt (the same
+    classification the HTTP test server uses).
+    """
+
+    name = "scripted"
+
+    def __init__(self, responder) -> None:
+        self.responder = responder
+        self.calls: list[str] = []
+
+    def complete(self, messages, *, max_tokens=None) -> str:
+        from tests.chat_server import request_kind
+
+        kind = request_kind({"messages": list(messages)})
+        self.calls.append(kind)
+        return self.responder(kind, list(messages))
+
+
+@pytest.fixture
+def make_agent(make_bank, settings, tmp_path):
+    """A MemoryAgent on the test's store and session file; keyword arguments change the settings."""
+    from vecmem.agent import MemoryAgent
+    from vecmem.session import SessionStore
+
+    def factory(model=None, session="s1", user=None, bank=None, **changes) -> "MemoryAgent":
+        bank = bank or make_bank(settings=settings.with_changes(**changes))
+        return MemoryAgent(bank, SessionStore(tmp_path / "sessions.sqlite3"), model=model, session_id=session,
+                           user_id=user)
+
+    return factory

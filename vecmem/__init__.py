@@ -4,16 +4,21 @@ Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blen
 importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
 """
 
+from .agent import MemoryAgent, TurnResult
 from .bank import MemoryBank, content_id
 from .budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
 from .config import BudgetShares, RankWeights, Settings
 from .embed import Embedder, SentenceTransformerEmbedder
+from .gate import GateDecision
+from .llm import ChatModel, OpenAIChatModel
 from .errors import (
     BudgetError,
     ConfigError,
     EmbeddingError,
     EmbeddingMismatchError,
+    ExtractionError,
     InvalidInputError,
+    LLMError,
     NotFoundError,
     StoreError,
     VecmemError,
@@ -29,11 +34,19 @@ from .models import (
     StoreStats,
     Turn,
 )
+from .session import SessionStore, Task
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "MemoryAgent",
+    "TurnResult",
+    "SessionStore",
+    "Task",
+    "GateDecision",
+    "ChatModel",
+    "OpenAIChatModel",
     "content_id",
     "Settings",
     "RankWeights",
@@ -60,6 +73,8 @@ __all__ = [
     "StoreError",
     "EmbeddingMismatchError",
     "EmbeddingError",
+    "LLMError",
+    "ExtractionError",
     "BudgetError",
     "__version__",
 ]

@@ -33,6 +33,7 @@ from .models import (
     Turn,
     normalize_for_hash,
     validate_identifier,
+    validate_session_id,
 )
 from .rank import rank_by_importance, rerank
 from .store import ChromaStore
@@ -222,6 +223,39 @@ class MemoryBank:
             self._store.update_metadata(updated.user_id, [updated])
         return updated
 
+    def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryRecord]:
+        """Every memory linked to this one by supersession, each before the memory that replaced it
+        (the live one, with no superseded_by, comes last)."""
+        start = self.get(memory_id, user_id=user_id)
+        seen: dict[str, MemoryRecord] = {start.id: start}
+        frontier = [start]
+        while frontier:
+            record = frontier.pop()
+            linked = self._store.replaced_by(record.user_id, record.id)
+            if record.superseded_by:
+                linked += list(self._store.get(record.user_id, [record.superseded_by]).values())
+            for other in linked:
+                if other.id not in seen:
+                    seen[other.id] = other
+                    frontier.append(other)
+        return _replaced_first(seen)
+
+    def restore(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        """Undo a supersession: this memory is live again, and the live memory that replaced it is now
+        superseded by it (so one memory of the chain is live). Returns the restored memory."""
+        with self._lock:
+            record = self.get(memory_id, user_id=user_id)
+            if not record.superseded:
+                raise InvalidInputError("id", f"{record.id} is not superseded; there is nothing to restore")
+            chain = self._chain_from(record)
+            heads = list(self._store.get(record.user_id, chain[-1:]).values())
+            restored = record.with_changes(superseded_by=None)
+            changed = [restored]
+            if heads and not heads[0].superseded and heads[0].id != record.id:
+                changed.append(heads[0].with_changes(superseded_by=record.id))
+            self._store.update_metadata(record.user_id, changed)
+        return restored
+
     def _chain_from(self, record: MemoryRecord) -> list[str]:
         """Ids along record.superseded_by links (stops at a dangling link or a loop)."""
         chain: list[str] = []
@@ -342,23 +376,28 @@ class MemoryBank:
         types: Iterable[str] | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         short_term: Sequence[Turn] = (),
+        working_memory: str = "",
+        hits: Sequence[Hit] | None = None,
     ) -> PromptPack:
-        """Messages for the model: system prompt, the memories that fit the long-term share, recent turns, query.
+        """Messages for the model: system prompt, the memories that fit the long-term share, the current task
+        (``working_memory``, verbatim) and recent turns, then the query.
 
-        Up to ``k`` memories are retrieved; the lowest-ranked are dropped until the long-term section fits its
-        share of ``context_tokens`` (default ``Settings.context_tokens``). Only memories that made it into the
-        prompt count as accessed.
+        Up to ``k`` memories are retrieved (or ``hits``, already retrieved and ranked, are used as given); the
+        lowest-ranked are dropped until the long-term section fits its share of ``context_tokens`` (default
+        ``Settings.context_tokens``). Only memories that made it into the prompt count as accessed.
         """
         window = self.settings.context_tokens if context_tokens is None else context_tokens
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise InvalidInputError("context_tokens", f"must be a positive integer, got {window!r}")
-        hits = self.search(query, k, user_id=user_id, session_id=session_id, types=types, record_access=False)
+        if hits is None:
+            hits = self.search(query, k, user_id=user_id, session_id=session_id, types=types, record_access=False)
         pack = self._assembler.assemble(
             query=query,
             hits=hits,
             context_tokens=window,
             system_prompt=system_prompt,
             short_term=tuple(short_term),
+            working_memory=working_memory,
         )
         self._record_access(pack.memories)
         return pack
@@ -367,6 +406,10 @@ class MemoryBank:
 
     def users(self) -> list[str]:
         return self._store.users()
+
+    def count(self, *, user_id: str | None = None) -> int:
+        """How many memories the user has, superseded ones included (cheap: no scan)."""
+        return self._store.count(self._user(user_id))
 
     def stats(self, *, user_id: str | None = None) -> StoreStats:
         """Counts by type and scope, for one user or (``user_id=None``) the whole store."""
@@ -466,14 +509,32 @@ class MemoryBank:
 
     @staticmethod
     def _scope(session_id: str | None) -> str:
-        if session_id is None:
-            return GLOBAL_SCOPE
-        return MemoryFilter(session_id=session_id).session_id or GLOBAL_SCOPE
+        return GLOBAL_SCOPE if session_id is None else validate_session_id(session_id)
 
 
 def _text_for_id(content: object) -> str:
     # MemoryRecord validates the content; here only a string is needed to derive the id.
     return content if isinstance(content, str) else ""
+
+
+def _replaced_first(records: dict[str, MemoryRecord]) -> list[MemoryRecord]:
+    """Order a supersession chain so each memory precedes the one that replaced it (then by age)."""
+    waiting = {memory_id: 0 for memory_id in records}
+    for record in records.values():
+        if record.superseded_by in waiting:
+            waiting[record.superseded_by] += 1
+    ready = sorted((r for r in records.values() if waiting[r.id] == 0), key=lambda r: (r.created_at, r.id))
+    ordered: list[MemoryRecord] = []
+    while ready:
+        record = ready.pop(0)
+        ordered.append(record)
+        successor = record.superseded_by
+        if successor in waiting:
+            waiting[successor] -= 1
+            if waiting[successor] == 0:
+                ready.append(records[successor])
+    leftover = [r for r in records.values() if r not in ordered]  # only a corrupt, cyclic chain leaves any
+    return ordered + sorted(leftover, key=lambda r: (r.created_at, r.id))
 
 
 def _type_set(types: Iterable[str] | str | None) -> frozenset[str] | None:

@@ -6,7 +6,8 @@ its own share:
 
 * long-term: the lowest-ranked memories are dropped until the section fits; when even the best memory alone
   is longer than the whole share it is cut, with a visible ``…[truncated]`` marker, rather than lost;
-* short-term: the oldest turns are dropped first (the newest is cut the same way if it alone is too long);
+* short-term: the working memory (the task in progress) comes first and is never cut; then the oldest turns
+  are dropped first (the newest is cut the same way if it alone is too long);
 * system prompt and current message cannot be shortened silently: too long raises ``BudgetError``.
 
 Token counts are of each section's text; the few framing tokens a chat API adds per message are not included.
@@ -144,6 +145,7 @@ class ContextAssembler:
         context_tokens: int,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         short_term: Sequence[Turn] = (),
+        working_memory: str = "",
     ) -> PromptPack:
         limits = self.limits(context_tokens)
         system_tokens = self.counter.count(system_prompt)
@@ -159,11 +161,19 @@ class ContextAssembler:
                 f"{limits['current']} of a {context_tokens}-token window; shorten it or raise VECMEM_CONTEXT_TOKENS"
             )
         section, kept, truncated = self._fit_memories(hits, limits["long_term"])
-        turns, turn_tokens = self._fit_turns(short_term, limits["short_term"])
+        task_tokens = self.counter.count(working_memory) if working_memory else 0
+        if task_tokens > limits["short_term"]:
+            raise BudgetError(
+                f"the current task is {task_tokens} tokens but the short-term share is {limits['short_term']}; "
+                "finish it or shorten its steps"
+            )
+        turns, turn_tokens = self._fit_turns(short_term, limits["short_term"] - task_tokens)
 
         messages: list[dict[str, str]] = [{"role": "system", "content": system_prompt}]
         if section:
             messages.append({"role": "system", "content": section})
+        if working_memory:
+            messages.append({"role": "system", "content": working_memory})
         messages.extend({"role": turn.role, "content": turn.content} for turn in turns)
         messages.append({"role": "user", "content": query})
         kept_ids = {hit.id for hit in kept}
@@ -172,7 +182,7 @@ class ContextAssembler:
             tokens={
                 "system": system_tokens,
                 "long_term": self.counter.count(section) if section else 0,
-                "short_term": turn_tokens,
+                "short_term": task_tokens + turn_tokens,
                 "current": current_tokens,
             },
             limits=limits,

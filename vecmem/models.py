@@ -33,6 +33,7 @@ __all__ = [
     "normalize_importance",
     "parse_timestamp",
     "validate_identifier",
+    "validate_session_id",
 ]
 
 MEMORY_TYPES: tuple[str, ...] = ("fact", "preference", "instruction", "conclusion")
@@ -77,6 +78,14 @@ def validate_identifier(field_name: str, value: object) -> str:
     if any(ch in "\t\r\n" for ch in text):
         raise InvalidInputError(field_name, "must be a single line")
     return text
+
+
+def validate_session_id(value: object) -> str:
+    """A session id: an identifier other than the reserved word for global memories."""
+    session = validate_identifier("session_id", value)
+    if session == GLOBAL_SCOPE:
+        raise InvalidInputError("session_id", f"'{GLOBAL_SCOPE}' is reserved for global memories")
+    return session
 
 
 def normalize_importance(value: object) -> float:
@@ -259,9 +268,7 @@ class MemoryFilter:
 
     def __post_init__(self) -> None:
         if self.session_id is not None:
-            validate_identifier("session_id", self.session_id)
-            if self.session_id == GLOBAL_SCOPE:
-                raise InvalidInputError("session_id", f"'{GLOBAL_SCOPE}' is reserved for global memories")
+            validate_session_id(self.session_id)
         if self.types is not None:
             types = frozenset(self.types)
             if not types:

@@ -287,6 +287,18 @@ class ChromaStore:
                 return
             offset += _PAGE
 
+    def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
+        """The memories whose ``superseded_by`` points at ``memory_id``."""
+        collection = self._user_collection(user_id, verify=False)
+        if collection is None:
+            return []
+        with _chroma_errors("reading the supersession history"):
+            rows = collection.get(where={"superseded_by": memory_id}, include=["documents", "metadatas"])
+        return [
+            _from_row(row_id, document, metadata)
+            for row_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)
+        ]
+
     def query(
         self, user_id: str, embedding: np.ndarray, n_results: int, memory_filter: MemoryFilter
     ) -> list[tuple[MemoryRecord, float]]:

@@ -1,0 +1,361 @@
+"""One chat turn of the memory agent: retrieve -> assemble -> answer -> write -> maybe summarise.
+
+Three tiers: short-term (the last ``VECMEM_SHORT_TERM_TURNS`` exchanges of the session, verbatim), working
+memory (the task in progress, verbatim until marked done) and long-term (the MemoryBank).
+
+* Retrieval happens before the new message is written, so a message never retrieves itself.
+* Type routing (``DEFAULT_ROUTES``; ``VECMEM_TYPE_ROUTING=off`` or ``routes=`` to change it): a coding
+  request retrieves preferences and instructions, small talk retrieves facts, anything else every type.
+* Proactive recall: when the user points at the past ("上次那个方案", "as I said before"), a second, wider
+  retrieval of every type runs (twice the candidates) and the two most recent summaries come first.
+* Writing: every pending user turn goes through the write gate (decision logged), extraction and conflict
+  resolution. If the model fails there, the turn stays pending in short-term memory and is retried next turn.
+* Every ``VECMEM_SUMMARY_EVERY`` kept turns a local summary (a session ``conclusion``), every
+  ``VECMEM_GLOBAL_SUMMARY_EVERY`` local summaries a global one.
+* Cold start: a user with no memories and no history gets ``TEMPLATES`` (source ``template``), whose
+  importance halves with every ``TEMPLATE_HALF_LIFE`` real memories the user accumulates.
+* Memory hit rate: an injected memory counts as used when at least 30% of its content terms (words; for
+  Chinese, character bigrams) appear in the answer. The running rate per session warns below 30% and hints
+  at retrieving more above 70%, each time another 10 memories have been injected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from . import rules
+from .bank import MemoryBank
+from .budget import DEFAULT_SYSTEM_PROMPT
+from .compress import Summarizer
+from .conflict import ConflictResolver, Written
+from .errors import InvalidInputError, LLMError, NotFoundError
+from .extract import LEXICON_CONFIDENCE, Extractor
+from .gate import GateDecision, WriteGate
+from .llm import ChatModel
+from .models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
+from .session import SessionCounters, SessionStore
+
+__all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
+
+DEFAULT_ROUTES: Mapping[str, tuple[str, ...] | None] = {
+    "coding": ("preference", "instruction"),
+    "small_talk": ("fact",),
+    "general": None,
+}
+TEMPLATES: tuple[tuple[str, str, str, float], ...] = (  # id, content, type, starting importance
+    ("template-concise", "Answer concisely and lead with the conclusion. (回答简洁，先给结论)", "instruction", 0.6),
+    ("template-examples", "When explaining code, include a short runnable example. (讲解代码时附上可运行的简短示例)",
+     "preference", 0.5),
+    ("template-clarify", "Ask one clarifying question when a request is ambiguous. (需求不明确时先问一个澄清问题)",
+     "instruction", 0.4),
+)
+TEMPLATE_HALF_LIFE = 10
+USED_OVERLAP = 0.3
+HIT_RATE_MIN_INJECTED = 10
+SUMMARY_IMPORTANCE = {"local": 0.5, "global": 0.6}
+
+
+@dataclass(frozen=True)
+class TurnWrite:
+    """The write step for one user turn: the gate's decision and what became of each extracted memory."""
+
+    turn_id: int
+    decision: GateDecision
+    written: tuple[Written, ...] = ()
+
+
+@dataclass(frozen=True)
+class HitReport:
+    used_ids: tuple[str, ...]
+    injected: int
+    session_rate: float | None
+    notice: str | None
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    message: str
+    pack: PromptPack
+    intent: str
+    types: tuple[str, ...] | None
+    proactive: bool
+    answer: str | None = None  # None when no model is configured or the model failed
+    answer_error: str | None = None
+    writes: tuple[TurnWrite, ...] = ()
+    write_error: str | None = None  # the write step stopped here; the turn stays pending
+    summaries: tuple[MemoryRecord, ...] = ()
+    notices: tuple[str, ...] = field(default_factory=tuple)
+    hits: HitReport | None = None
+
+
+_LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9+#.\-]{2,}")
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
+_IGNORED_TERMS = {"the", "user", "user's", "and", "for", "with", "that", "this", "用户"}
+
+
+def _terms(text: str) -> set[str]:
+    lowered = text.lower()
+    terms = {word.strip(".-") for word in _LATIN_WORD.findall(lowered)} - _IGNORED_TERMS
+    for run in _CJK_RUN.findall(lowered.replace("用户", " ")):
+        terms.update(run[i : i + 2] for i in range(len(run) - 1))
+    return terms
+
+
+def memory_used(memory: str, answer: str) -> bool:
+    """The documented hit measure: >= 30% of the memory's terms appear in the answer."""
+    wanted = _terms(memory)
+    return bool(wanted) and len(wanted & _terms(answer)) / len(wanted) >= USED_OVERLAP
+
+
+class MemoryAgent:
+    """Memory around a chat: call ``turn(message)`` for each user message."""
+
+    def __init__(
+        self,
+        bank: MemoryBank,
+        sessions: SessionStore,
+        *,
+        model: ChatModel | None,
+        session_id: str,
+        user_id: str | None = None,
+        routes: Mapping[str, tuple[str, ...] | None] | None = None,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        k: int = 8,
+    ) -> None:
+        settings = bank.settings
+        self.bank = bank
+        self.sessions = sessions
+        self.model = model
+        self.user_id = user_id or settings.default_user
+        self.session_id = validate_session_id(session_id)
+        self.routes = dict(routes if routes is not None else DEFAULT_ROUTES if settings.type_routing else {})
+        self.system_prompt = system_prompt
+        self.k = k
+        self.gate = WriteGate(model, min_chars=settings.gate_min_chars)
+        self.extractor = Extractor(model)
+        self.resolver = ConflictResolver(bank, threshold=settings.supersede_threshold)
+        self.summarizer = Summarizer(model)
+        self.last_pack: PromptPack | None = None
+        if settings.cold_start:
+            self.seed_templates()
+
+    # ------------------------------------------------------------------------------------------ the turn
+
+    def turn(self, message: str) -> TurnResult:
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidInputError("message", "must not be empty")
+        message = message.strip()
+        intent, types, proactive, hits = self.retrieve(message)
+        task = self.sessions.task(self.user_id, self.session_id)
+        recent = self.sessions.recent_turns(self.user_id, self.session_id, self.bank.settings.short_term_turns)
+        pack = self.bank.build_context(
+            message,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            hits=hits,
+            short_term=[Turn(t.role, t.content) for t in recent],
+            working_memory=task.render() if task else "",
+            system_prompt=self.system_prompt,
+        )
+        self.last_pack = pack
+        turn_id = self.sessions.add_turn(self.user_id, self.session_id, "user", message)
+        answer = answer_error = None
+        if self.model is not None:
+            try:
+                answer = self.model.complete(pack.messages)
+                self.sessions.add_turn(self.user_id, self.session_id, "assistant", answer, status="done")
+            except LLMError as exc:
+                answer_error = str(exc)
+        writes, write_error, summaries, notices = self._write_pending(turn_id, answer)
+        hits_report = self._measure_hits(pack, answer) if answer is not None else None
+        if hits_report is not None and hits_report.notice:
+            notices.append(hits_report.notice)
+        return TurnResult(
+            message=message,
+            pack=pack,
+            intent=intent,
+            types=types,
+            proactive=proactive,
+            answer=answer,
+            answer_error=answer_error,
+            writes=tuple(writes),
+            write_error=write_error,
+            summaries=tuple(summaries),
+            notices=tuple(notices),
+            hits=hits_report,
+        )
+
+    def retrieve(self, message: str) -> tuple[str, tuple[str, ...] | None, bool, list[Hit]]:
+        """Routed retrieval, widened when the message points at the past. Touches nothing."""
+        intent = rules.query_intent(message)
+        types = self.routes.get(intent)
+        search = dict(user_id=self.user_id, session_id=self.session_id, record_access=False)
+        hits = self.bank.search(message, self.k, types=types, **search)
+        proactive = rules.points_to_past(message)
+        if not proactive:
+            return intent, types, False, hits
+        wide = self.bank.search(message, self.k * 2, **search)
+        summaries = [h for h in self.bank.search(message, 50, types=["conclusion"], **search) if "summary" in h.record.tags]
+        recent = sorted(summaries, key=lambda h: h.record.created_at, reverse=True)[:2]
+        merged: dict[str, Hit] = {hit.id: hit for hit in recent}
+        for hit in sorted([*hits, *wide], key=lambda h: (-h.score, h.id)):
+            merged.setdefault(hit.id, hit)
+        return intent, types, True, list(merged.values())
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def _write_pending(
+        self, current_turn: int, answer: str | None
+    ) -> tuple[list[TurnWrite], str | None, list[MemoryRecord], list[str]]:
+        writes: list[TurnWrite] = []
+        summaries: list[MemoryRecord] = []
+        notices: list[str] = []
+        for pending in self.sessions.pending_turns(self.user_id, self.session_id):
+            reply = answer if pending.id == current_turn else self.sessions.reply_to(pending.id)
+            try:
+                write = self._write_turn(pending.id, pending.content, reply)
+            except LLMError as exc:  # the turn stays pending: retried with the next message
+                return writes, str(exc), summaries, notices
+            writes.append(write)
+            if write.decision.keep:
+                memory_ids = [w.record.id for w in write.written if w.record is not None]
+                kept = self.sessions.note_kept_turn(self.user_id, self.session_id, memory_ids)
+                made, notice = self._maybe_summarize(kept)
+                summaries.extend(made)
+                if notice:
+                    notices.append(notice)
+        if any(w.written for w in writes):
+            self.decay_templates()
+        return writes, None, summaries, notices
+
+    def _write_turn(self, turn_id: int, message: str, reply: str | None) -> TurnWrite:
+        decision = self.gate.judge(message)
+        self.sessions.log_decision(
+            self.user_id, self.session_id, text=message, kept=decision.keep, stage=decision.stage,
+            memory_type=decision.memory_type, reason=decision.reason,
+        )
+        if not decision.keep:
+            self.sessions.set_status(turn_id, "dropped")
+            return TurnWrite(turn_id, decision)
+        related = self.bank.search(message, 10, user_id=self.user_id, session_id=self.session_id, record_access=False)
+        candidates = self.extractor.extract(message, reply, decision, [hit.record for hit in related])
+        written = []
+        for candidate in candidates:
+            resolution = self.resolver.resolve(candidate, user_id=self.user_id, session_id=self.session_id)
+            written.append(self.resolver.apply(candidate, resolution, user_id=self.user_id, session_id=self.session_id))
+        self.sessions.set_status(turn_id, "kept")
+        return TurnWrite(turn_id, decision, tuple(written))
+
+    # ------------------------------------------------------------------------------------------ summaries
+
+    def _maybe_summarize(self, kept_turns: int) -> tuple[list[MemoryRecord], str | None]:
+        settings = self.bank.settings
+        if kept_turns % settings.summary_every:
+            return [], None
+        notice = None
+        memories = []
+        for memory_id in self.sessions.window_memories(self.user_id, self.session_id):
+            try:
+                memories.append(self.bank.get(memory_id, user_id=self.user_id))
+            except NotFoundError:  # forgotten since: it does not belong in the summary
+                continue
+        task = self.sessions.task(self.user_id, self.session_id)
+        turns = [Turn(t.role, t.content) for t in self.sessions.recent_turns(
+            self.user_id, self.session_id, settings.summary_every)]
+        try:
+            text = self.summarizer.local(memories, turns, task.progress() if task else None)
+        except LLMError as exc:
+            notice = f"the model could not summarise ({exc}); an extractive summary was stored instead"
+            text = Summarizer(None).local(memories, turns, task.progress() if task else None)
+        made = []
+        if text:
+            local = self._store_summary(text, "local")
+            made.append(local)
+            count = self.sessions.note_local_summary(self.user_id, self.session_id, local.id)
+            if count % settings.global_summary_every == 0:
+                made.extend(self._global_summary(self.sessions.counters(self.user_id, self.session_id)))
+        return made, notice
+
+    def _global_summary(self, counters: SessionCounters) -> list[MemoryRecord]:
+        ids = counters.local_summaries[-self.bank.settings.global_summary_every :]
+        texts = []
+        for memory_id in ids:
+            try:
+                texts.append(self.bank.get(memory_id, user_id=self.user_id).content)
+            except NotFoundError:
+                continue
+        try:
+            text = self.summarizer.global_summary(texts)
+        except LLMError:
+            text = Summarizer(None).global_summary(texts)
+        return [self._store_summary(text, "global")] if text else []
+
+    def _store_summary(self, text: str, level: str) -> MemoryRecord:
+        return self.bank.add(
+            text,
+            user_id=self.user_id,
+            memory_type="conclusion",
+            importance=SUMMARY_IMPORTANCE[level],
+            tags=["summary", level],
+            session_id=self.session_id if level == "local" else None,
+            source="extracted",
+            confidence=0.9 if self.model is not None else LEXICON_CONFIDENCE,
+        )
+
+    # ------------------------------------------------------------------------------------------ hit rate
+
+    def _measure_hits(self, pack: PromptPack, answer: str) -> HitReport:
+        used = tuple(hit.id for hit in pack.memories if memory_used(hit.content, answer))
+        counters = self.sessions.record_hits(
+            self.user_id, self.session_id, injected=len(pack.memories), used=len(used)
+        )
+        rate = counters.hit_rate
+        notice = None
+        crossed = counters.injected // HIT_RATE_MIN_INJECTED > (counters.injected - len(pack.memories)) // HIT_RATE_MIN_INJECTED
+        if rate is not None and crossed:  # once per 10 newly injected memories, not on every turn
+            if rate < 0.3:
+                notice = (f"memory hit rate {rate:.0%} in this session: most injected memories go unused; "
+                          "retrieval may be bringing noise")
+            elif rate > 0.7:
+                notice = (f"memory hit rate {rate:.0%} in this session: answers use most injected memories; "
+                          "consider retrieving more (a larger k or long-term share)")
+        return HitReport(used, len(pack.memories), rate, notice)
+
+    # ------------------------------------------------------------------------------------------ cold start
+
+    def seed_templates(self) -> list[MemoryRecord]:
+        """Template memories for a user who has none and no conversation history."""
+        if self.bank.count(user_id=self.user_id) or self.sessions.has_history(self.user_id):
+            return []
+        return [
+            self.bank.add(content, user_id=self.user_id, memory_type=kind, importance=importance,
+                          source="template", memory_id=memory_id, tags=["template"])
+            for memory_id, content, kind, importance in TEMPLATES
+        ]
+
+    def decay_templates(self) -> None:
+        """Templates fade as real memories accumulate: importance halves every TEMPLATE_HALF_LIFE of them."""
+        present = {}
+        for memory_id, _content, _kind, base in TEMPLATES:
+            try:
+                present[memory_id] = (self.bank.get(memory_id, user_id=self.user_id), base)
+            except NotFoundError:
+                continue
+        if not present:
+            return
+        real = self.bank.count(user_id=self.user_id) - len(present)
+        for record, base in present.values():
+            target = round(max(0.05, base * 0.5 ** (real / TEMPLATE_HALF_LIFE)), 3)
+            if abs(record.importance - target) >= 0.005:
+                self.bank.update(record.id, user_id=self.user_id, importance=target)
+
+    # ------------------------------------------------------------------------------------------ working memory
+
+    def switch_session(self, session_id: str) -> None:
+        self.session_id = validate_session_id(session_id)
+
+    def recent(self) -> Sequence[Turn]:
+        turns = self.sessions.recent_turns(self.user_id, self.session_id, self.bank.settings.short_term_turns)
+        return [Turn(t.role, t.content) for t in turns]

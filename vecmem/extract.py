@@ -1,0 +1,147 @@
+"""Extraction: the memories worth keeping from one exchange, as structured candidates.
+
+Importance follows one rubric, model or not: explicit emphasis ("一定", "务必", "always", "remember") 1.0;
+a preference or an instruction 0.7; a plain fact or a conclusion 0.5. Scope is global for lasting facts and
+preferences about the user, the session for the context of the task at hand ("这次", "today", "this session").
+
+* With a model: it sees the exchange and the user's most related existing memories under integer aliases
+  ([0], [1], ...; never raw ids), and answers JSON that must pass ``schemas.ExtractionReply``; each item
+  carries its own decision (ADD / UPDATE alias / NONE alias), which this module maps back to memory ids.
+  A reply that fails validation raises ``ExtractionError``.
+* Without: the rules of ``vecmem.rules`` take each sentence of the user's message that states something,
+  rewrite it in the third person ("我喜欢…" -> "用户喜欢…") and leave the decision to ``conflict.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from . import rules
+from .errors import ExtractionError
+from .gate import GateDecision
+from .llm import ChatModel, parse_json_object
+from .models import MemoryRecord
+from .schemas import ExtractionReply, validate_reply
+
+__all__ = ["Candidate", "Extractor", "rubric_importance", "LEXICON_CONFIDENCE"]
+
+EMPHASIS_IMPORTANCE = 1.0
+PREFERENCE_IMPORTANCE = 0.7
+FACT_IMPORTANCE = 0.5
+LEXICON_CONFIDENCE = 0.8  # cue lexicons are right most of the time, not always
+
+EXTRACT_PROMPT = """You maintain an assistant's long-term memory about one user.
+From the exchange below, extract the statements worth remembering beyond this conversation, each as one short,
+self-contained sentence about the user written in the third person, in the language the user used.
+Types: fact | preference | instruction (how the assistant should behave) | conclusion (something established).
+Importance: 1.0 when the user stresses it (always, never, must, remember, 一定, 务必); 0.7 for a preference or an
+instruction; 0.5 for a plain fact or conclusion.
+Scope: "global" for lasting facts and preferences about the user; "session" for context of the current task only.
+Confidence: how sure you are that the user really means it (0 to 1).
+For each item decide against the existing memories (shown as [alias] (type) text):
+- "ADD": new information; "target": null.
+- "UPDATE": it replaces or contradicts existing memory "target" (same topic, newer statement wins).
+- "NONE": existing memory "target" already says it.
+Return {"memories": []} when nothing is worth keeping. Reply with one JSON object only, matching this schema:
+"""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A memory proposed by extraction. ``action`` and ``target_id`` are set only when a model decided."""
+
+    content: str
+    memory_type: str
+    importance: float
+    tags: tuple[str, ...]
+    session_scoped: bool
+    confidence: float
+    action: str | None = None
+    target_id: str | None = None
+
+
+def rubric_importance(text: str, memory_type: str) -> float:
+    if rules.is_emphatic(text):
+        return EMPHASIS_IMPORTANCE
+    return PREFERENCE_IMPORTANCE if memory_type in ("preference", "instruction") else FACT_IMPORTANCE
+
+
+class Extractor:
+    def __init__(self, model: ChatModel | None = None) -> None:
+        self.model = model
+
+    def extract(
+        self,
+        user_message: str,
+        assistant_reply: str | None,
+        decision: GateDecision,
+        existing: Sequence[MemoryRecord],
+    ) -> list[Candidate]:
+        """Candidates from one exchange whose user message passed the gate (``decision.keep``)."""
+        if self.model is None:
+            return self._by_rules(user_message, decision)
+        return self._by_model(user_message, assistant_reply, existing)
+
+    # ------------------------------------------------------------------------------------------ rules
+
+    @staticmethod
+    def _by_rules(message: str, decision: GateDecision) -> list[Candidate]:
+        found: list[Candidate] = []
+        for sentence in rules.split_sentences(message) or [message]:
+            memory_type = rules.classify(sentence).memory_type
+            if memory_type is not None:
+                found.append(_rule_candidate(sentence, memory_type))
+        if not found and decision.memory_type is not None:  # the whole message states it, no single sentence
+            found.append(_rule_candidate(message, decision.memory_type))
+        return found
+
+    # ------------------------------------------------------------------------------------------ model
+
+    def _by_model(
+        self, message: str, reply: str | None, existing: Sequence[MemoryRecord]
+    ) -> list[Candidate]:
+        assert self.model is not None
+        shown = "\n".join(f"[{alias}] ({record.type}) {record.content}" for alias, record in enumerate(existing))
+        exchange = f"User: {message}" + (f"\nAssistant: {reply}" if reply else "")
+        prompt = [
+            {"role": "system", "content": EXTRACT_PROMPT + json.dumps(ExtractionReply.model_json_schema())},
+            {"role": "user", "content": f"Existing memories:\n{shown or '(none)'}\n\nExchange:\n{exchange}"},
+        ]
+        answer = self.model.complete(prompt, max_tokens=800)
+        parsed = validate_reply(ExtractionReply, parse_json_object(answer, what="extraction"), what="extraction")
+        candidates = []
+        for index, item in enumerate(parsed.memories):
+            target_id = None
+            if item.target is not None and item.action != "ADD":
+                if not 0 <= item.target < len(existing):
+                    raise ExtractionError(
+                        f"the model's extraction failed validation at 'memories.{index}.target': alias "
+                        f"{item.target} is not one of the {len(existing)} memories shown"
+                    )
+                target_id = existing[item.target].id
+            candidates.append(
+                Candidate(
+                    content=item.content,
+                    memory_type=item.type,
+                    importance=item.importance,
+                    tags=tuple(dict.fromkeys(tag.strip() for tag in item.tags if tag.strip()))[:8],
+                    session_scoped=item.scope == "session",
+                    confidence=item.confidence,
+                    action=item.action,
+                    target_id=target_id,
+                )
+            )
+        return candidates
+
+
+def _rule_candidate(sentence: str, memory_type: str) -> Candidate:
+    return Candidate(
+        content=rules.rewrite_first_person(sentence),
+        memory_type=memory_type,
+        importance=rubric_importance(sentence, memory_type),
+        tags=tuple(rules.keyword_tags(sentence)),
+        session_scoped=rules.is_task_context(sentence),
+        confidence=LEXICON_CONFIDENCE,
+    )
