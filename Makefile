@@ -11,12 +11,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo test clean help
+.PHONY: install seed demo chat test clean help
 
 help:
 	@echo "make demo   - install, then a walk-through of retrieval on the seed memories (no network, no API key)"
 	@echo "make test   - install, then the whole test suite"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
+	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
 
 $(STAMP): pyproject.toml
@@ -34,6 +35,9 @@ seed: install
 
 demo: install
 	$(BIN)/python scripts/demo.py
+
+chat: seed
+	$(BIN)/python -m vecmem.chat $(CHAT_ARGS)
 
 test: install
 	$(BIN)/python -m pytest

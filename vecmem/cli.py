@@ -123,6 +123,18 @@ def _build_parser() -> _Parser:
     supersede.add_argument("old_id", metavar="OLD")
     supersede.add_argument("new_id", metavar="NEW")
 
+    history = command("history", "the supersession chain of a memory, oldest first")
+    history.add_argument("memory_id", metavar="ID")
+    history.add_argument("--json", action="store_true")
+
+    restore = command("restore", "undo a supersession: ID is live again, the memory that replaced it is not")
+    restore.add_argument("memory_id", metavar="ID")
+
+    decisions = command("decisions", "the write gate's logged decisions (what was kept or dropped, and why)")
+    decisions.add_argument("--session", help="only this session")
+    decisions.add_argument("--limit", type=_positive_int, default=50)
+    decisions.add_argument("--json", action="store_true")
+
     stats = command("stats", "counts by type and scope (the whole store unless --user)")
     stats.add_argument("--json", action="store_true")
 
@@ -265,6 +277,43 @@ class _Commands:
     def cmd_supersede(self) -> int:
         record = self.bank().supersede(self.args.old_id, self.args.new_id, user_id=self.user)
         print(f"{record.id} is now superseded by {record.superseded_by}", file=self.out)
+        return EXIT_OK
+
+    def cmd_history(self) -> int:
+        chain = self.bank().history(self.args.memory_id, user_id=self.user)
+        if self.args.json:
+            self.emit_json([record.to_dict() for record in chain])
+            return EXIT_OK
+        for record in chain:
+            state = f"superseded by {record.superseded_by}" if record.superseded else "live"
+            print(f"{record.created_at:%Y-%m-%d %H:%M}  {record.id}  [{record.type}]  ({state})  {record.content}",
+                  file=self.out)
+        return EXIT_OK
+
+    def cmd_restore(self) -> int:
+        record = self.bank().restore(self.args.memory_id, user_id=self.user)
+        print(f"restored {record.id}: {record.content}", file=self.out)
+        return EXIT_OK
+
+    def cmd_decisions(self) -> int:
+        from .session import SessionStore
+
+        settings = Settings.from_env()
+        user = self.user or settings.default_user
+        logged = SessionStore(settings.home / "sessions.sqlite3").decisions(
+            user, self.args.session, limit=self.args.limit
+        )
+        if self.args.json:
+            self.emit_json([
+                {"session_id": d.session_id, "text": d.text, "kept": d.kept, "stage": d.stage,
+                 "memory_type": d.memory_type, "reason": d.reason, "at": d.created_at.isoformat()}
+                for d in logged
+            ])
+            return EXIT_OK
+        for d in logged:
+            verdict = f"kept as {d.memory_type}" if d.kept else "dropped"
+            print(f"{d.created_at:%Y-%m-%d %H:%M:%S}  {d.session_id}  {verdict:<22} {d.stage:<8} {d.reason}  | {d.text}",
+                  file=self.out)
         return EXIT_OK
 
     def cmd_stats(self) -> int:

@@ -191,3 +191,34 @@ def test_bad_environment_is_exit_2(run, monkeypatch):
     monkeypatch.setenv("VECMEM_CONTEXT_TOKENS", "many")
     code, out, err = run("stats")
     assert code == 2 and "VECMEM_CONTEXT_TOKENS" in err
+
+
+def test_history_and_restore_commands(run):
+    ts = json_of(run("add", "用户喜欢用 TypeScript", "--type", "preference", "--json")[1])["id"]
+    js = json_of(run("add", "用户以后都用 JavaScript", "--type", "preference", "--json")[1])["id"]
+    run("supersede", ts, js)
+    code, out, _ = run("history", js)
+    assert code == 0 and out.index(ts) < out.index(js) and f"superseded by {js}" in out and "(live)" in out
+    chain = json_of(run("history", ts, "--json")[1])
+    assert [r["id"] for r in chain] == [ts, js]
+    code, out, _ = run("restore", ts)
+    assert code == 0 and f"restored {ts}" in out
+    assert [h["id"] for h in json_of(run("search", "TypeScript JavaScript", "--json")[1])] == [ts]
+    code, out, err = run("restore", ts)
+    assert code == 2 and "not superseded" in err
+
+
+def test_decisions_command_shows_the_gate_log(run, tmp_path, clock):
+    from vecmem.agent import MemoryAgent
+    from vecmem.session import SessionStore
+    from vecmem import Settings
+
+    settings = Settings.from_env()
+    agent = MemoryAgent(MemoryBank(settings, embedder=run.state["embedder"], clock=clock),
+                        SessionStore(settings.home / "sessions.sqlite3"), model=None, session_id="s9")
+    agent.turn("你好")
+    agent.turn("我喜欢用 TypeScript")
+    code, out, _ = run("decisions")
+    assert code == 0 and "dropped" in out and "kept as preference" in out and "s9" in out
+    logged = json_of(run("decisions", "--json", "--session", "s9")[1])
+    assert [d["kept"] for d in logged] == [False, True] and logged[0]["stage"] == "rules"

@@ -1,0 +1,133 @@
+"""The chat through the real openai client against a scripted chat-completions server on 127.0.0.1."""
+
+import io
+import json
+import re
+
+from tests.chat_server import Reply, ScriptedChatServer
+from vecmem import MemoryBank, Settings
+from vecmem.chat import main as chat_main
+from vecmem.cli import main as cli_main
+
+TS, JS = "用户喜欢用 TypeScript", "用户以后都用 JavaScript"
+
+
+def item(content, memory_type="fact", action="ADD", target=None, scope="global"):
+    return {"content": content, "type": memory_type, "importance": 0.7 if memory_type == "preference" else 0.5,
+            "tags": [], "scope": scope, "confidence": 0.9, "action": action, "target": target}
+
+
+class Script:
+    """What the scripted model says, keyed by the user's message."""
+
+    def __init__(self):
+        self.extract_failures = {"我是后端工程师，负责支付系统": 1}
+        self.gate_failures = {"第九条：我用 Neovim 写代码": 1}
+
+    def __call__(self, kind, body):
+        messages = body["messages"]
+        last = messages[-1]["content"]
+        if kind == "gate":
+            if self.gate_failures.get(last):
+                self.gate_failures[last] -= 1
+                return Reply(status=500)
+            keep = not last.startswith("帮我")
+            return Reply(json.dumps({"keep": keep, "type": ("preference" if "用" in last else "fact") if keep else None,
+                                     "reason": "scripted"}, ensure_ascii=False))
+        if kind == "extract":
+            message = last.split("Exchange:\nUser: ")[1].split("\nAssistant:")[0]
+            if self.extract_failures.get(message):
+                self.extract_failures[message] -= 1
+                return Reply('{"memories": [{"content": "用户是后端工程师", "type": "fa')  # cut off mid-way
+            if message == "我喜欢用 TypeScript":
+                return Reply(json.dumps({"memories": [item(TS, "preference")]}, ensure_ascii=False))
+            if message == "以后都用 JavaScript 吧":
+                alias = int(re.search(r"\[(\d+)\] \(preference\) " + TS, last).group(1))
+                return Reply(json.dumps({"memories": [item(JS, "preference", "UPDATE", alias)]}, ensure_ascii=False))
+            return Reply(json.dumps({"memories": [item("用户：" + message)]}, ensure_ascii=False))
+        if kind == "summary":
+            return Reply(json.dumps({"summary": "用户改用 JavaScript，是后端工程师"}, ensure_ascii=False))
+        if "第七条" in last:
+            return Reply(status=429)
+        if "第八条" in last:
+            return Reply(delay=2.5)
+        if "第十条" in last:
+            return Reply(raw_body='{"id": "chatcmpl-9", "choi')
+        if "sleep" in last:
+            return Reply("const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));")
+        return Reply("好的。")
+
+
+MESSAGES = [
+    "我喜欢用 TypeScript",
+    "你好",
+    "以后都用 JavaScript 吧",
+    "帮我写一个 sleep 函数",
+    "我是后端工程师，负责支付系统",
+    "我在杭州工作，做支付网关",
+    "第七条消息：我最喜欢的数据库是 PostgreSQL",
+    "第八条：我每天用 zsh 工作",
+    "第九条：我用 Neovim 写代码",
+    "第十条：我周末会去爬山",
+    "/quit",
+]
+
+
+def test_a_scripted_chinese_session_through_the_real_client(tmp_path, real_embedder):
+    with ScriptedChatServer(Script()) as server:
+        settings = Settings(home=tmp_path / "home", openai_base_url=server.base_url, openai_api_key="test-key",
+                            chat_model="scripted-model", llm_timeout=1.0, llm_retries=0)
+        bank = MemoryBank(settings, embedder=real_embedder)
+        out, err = io.StringIO(), io.StringIO()
+        code = chat_main(["--session", "zh"], stdin=io.StringIO("\n".join(MESSAGES) + "\n"), stdout=out,
+                         stderr=err, bank=bank)
+        requests = list(server.requests)
+
+    output, errors = out.getvalue(), err.getvalue()
+    assert code == 0, errors
+    assert "Model: scripted-model at " + server.base_url in output
+    assert "Traceback" not in output + errors
+    error_lines = errors.splitlines()
+    assert len(error_lines) == 5, errors
+    assert all(line.startswith("vecmem: error: ") for line in error_lines)
+    assert "not valid JSON" in error_lines[0] and "retried next turn" in error_lines[0]  # cut-off extraction
+    assert "429" in error_lines[1] and "did not answer within 1 s" in error_lines[2]
+    assert "500" in error_lines[3] and "not valid JSON" in error_lines[4]
+
+    # the coding request was answered with the JavaScript preference, never the TypeScript one
+    sleep_call = [body for kind, body in requests if kind == "answer" and body["messages"][-1]["content"].startswith("帮我")]
+    long_term = [m["content"] for m in sleep_call[0]["messages"] if m["content"].startswith("Long-term memories")][0]
+    assert JS in long_term and "TypeScript" not in long_term
+    assert "assistant> const sleep" in output
+    # raw ids never reach the model, aliases do
+    extract_inputs = [body["messages"][-1]["content"] for kind, body in requests if kind == "extract"]
+    assert any("[0] (preference) " + TS in text for text in extract_inputs)
+    assert not any(re.search(r"\bm-[0-9a-f]{20}\b", text) for text in extract_inputs)
+
+    # nothing said was lost: every failed step was retried, every message is in short-term memory
+    live = {r.content for r in bank.list_memories(session_id="zh")}
+    for message in MESSAGES[4:-1]:
+        assert "用户：" + message in live
+    from vecmem.session import SessionStore
+
+    sessions = SessionStore(settings.home / "sessions.sqlite3")
+    said = [t.content for t in sessions.recent_turns("default", "zh", 20) if t.role == "user"]
+    assert said == [m for m in MESSAGES if m != "/quit"]
+    assert sessions.pending_turns("default", "zh") == []
+    assert sessions.counters("default", "zh").local_summaries  # 5+ kept turns made a summary
+
+    # the chain, seen and undone from the command line
+    by_content = {r.content: r for r in bank.list_memories(include_superseded=True)}
+    ts, js = by_content[TS], by_content[JS]
+    assert ts.superseded_by == js.id
+
+    def cli(*argv):
+        cli_out, cli_err = io.StringIO(), io.StringIO()
+        result = cli_main(list(argv), stdout=cli_out, stderr=cli_err,
+                          bank_factory=lambda _settings, verify_model=True: bank)
+        return result, cli_out.getvalue()
+
+    code, history = cli("history", js.id)
+    assert code == 0 and history.index(ts.id) < history.index(js.id) and f"superseded by {js.id}" in history
+    assert cli("restore", ts.id)[0] == 0
+    assert not bank.get(ts.id).superseded and bank.get(js.id).superseded_by == ts.id

@@ -1,0 +1,99 @@
+"""The chat REPL driven by scripted stdin, offline (no model configured)."""
+
+import io
+
+import pytest
+
+from tests.conftest import ScriptedModel
+from vecmem.chat import main
+
+
+def run_chat(bank, lines, *argv, model=None):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--session", "s1", *argv], stdin=io.StringIO("\n".join(lines) + "\n"), stdout=out, stderr=err,
+                bank=bank, model=model)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_offline_chat_says_so_once_and_still_remembers(bank):
+    code, out, err = run_chat(bank, ["你好", "我喜欢用 TypeScript", "以后都用 JavaScript 吧", "帮我写一个 sleep 函数"])
+    assert code == 0 and err == ""
+    assert out.count("No model is configured") == 1
+    assert out.count("[no model] would send") == 4
+    assert "not kept (rules: pure filler" in out
+    assert 'replaces' in out and "用户喜欢用 TypeScript" in out
+    recalled_line = [line for line in out.splitlines() if line.startswith("  recalled (coding")][-1]
+    assert "JavaScript" in recalled_line and "TypeScript" not in recalled_line
+
+
+def test_commands(bank):
+    lines = [
+        "我是后端工程师，负责支付系统",
+        "/memories 支付",
+        "/task 重构支付回调",
+        "/task step 拆出签名校验",
+        "/task",
+        "/stats",
+        "/prompt",
+        "/log",
+        "/session other",
+        "/task",
+        "/session s1",
+        "/task done",
+        "/help",
+        "/bogus",
+        "/forget no-such-id",
+        "/quit",
+        "this line is never read",
+    ]
+    code, out, err = run_chat(bank, lines)
+    assert code == 0
+    assert "用户是后端工程师，负责支付系统" in out
+    assert "Current task (in progress): 重构支付回调" in out and "- 拆出签名校验" in out
+    assert "1 kept turns" in out and "memory hit rate n/a" in out
+    assert "tokens: system" in out and "--- system" in out
+    assert "kept as fact" in out and "lexicon" in out
+    assert "now in session 'other'" in out and "no task in progress" in out
+    assert "task done: 重构支付回调 (1 steps done)" in out
+    assert "/memories [QUERY]" in out
+    assert err.count("vecmem: error:") == 2 and "unknown command /bogus" in err and "no memory" in err
+    assert "never read" not in out
+
+
+def test_edit_history_restore_in_the_chat(bank):
+    ts = bank.add("用户喜欢用 TypeScript", memory_type="preference")
+    js = bank.add("用户以后都用 JavaScript", memory_type="preference")
+    bank.supersede(ts.id, js.id)
+    code, out, err = run_chat(bank, [f"/history {js.id}", f"/restore {ts.id}", f"/edit {ts.id} 用户喜欢用 Go"])
+    assert code == 0 and err == ""
+    assert f"{ts.id}  (superseded by {js.id})" in out and f"{js.id}  (live)" in out
+    assert f"restored {ts.id}" in out and bank.get(ts.id).content == "用户喜欢用 Go"
+    assert bank.get(js.id).superseded_by == ts.id
+
+
+def test_model_failure_is_one_line_and_the_chat_goes_on(bank):
+    from vecmem import LLMError
+
+    def responder(kind, messages):
+        if kind == "answer" and "first" in messages[-1]["content"]:
+            raise LLMError("the model at http://x did not answer within 1 s")
+        if kind == "gate":
+            return '{"keep": false, "type": null, "reason": "chit-chat"}'
+        return "second answer"
+
+    code, out, err = run_chat(bank, ["first message please", "second message please"], model=ScriptedModel(responder))
+    assert code == 0
+    assert err.count("\n") == 1 and "did not answer within 1 s" in err and "kept" in err
+    assert "assistant> second answer" in out and "Model: scripted" in out
+
+
+def test_bad_session_name_is_one_line(bank):
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--session", "global"], stdin=io.StringIO(""), stdout=out, stderr=err, bank=bank, model=None) == 2
+    assert err.getvalue().count("\n") == 1 and "reserved" in err.getvalue()
+
+
+@pytest.mark.parametrize("line", ["/session global", "/task step nothing", "/edit", "/restore nope"])
+def test_command_mistakes_are_one_line(bank, line):
+    code, out, err = run_chat(bank, [line])
+    assert code == 0 and err.count("\n") == 1 and err.startswith("vecmem: error:")
