@@ -66,13 +66,19 @@ class ChatRepl:
                      "every memory step still runs, and each turn shows what would have been sent.")
         else:
             self.say(f"Model: {agent.model.name}")
-        interactive = self.stdin.isatty()
+        interactive = self.stdin is sys.stdin and self.stdin.isatty()
+        if interactive:
+            import readline  # noqa: F401 - gives input() line editing and history at a terminal
         while True:
             if interactive:
-                print("you> ", end="", file=self.out, flush=True)
-            line = self.stdin.readline()
-            if not line:
-                return 0
+                try:
+                    line = input("you> ")
+                except EOFError:
+                    return 0
+            else:
+                line = self.stdin.readline()
+                if not line:
+                    return 0
             line = line.strip()
             if not line:
                 continue
