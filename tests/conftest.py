@@ -55,6 +55,10 @@ class FakeEmbedder:
         self.query_calls += 1
         return self._vector(text)
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.query_calls += 1
+        return np.stack([self._vector(text) for text in texts])
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         self.document_calls += 1
         return np.stack([self._vector(text) for text in texts]) if texts else np.zeros((0, self._dimension))

@@ -12,15 +12,20 @@ tests run without the real model.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import threading
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
 
 from .budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from .config import Settings
 from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidInputError, NotFoundError, VecmemError
+from .lexical import IndexedMemory, KeywordIndex, memory_tokens, recency_weights, split_dialogue, tokenize
 from .models import (
     GLOBAL_SCOPE,
     MEMORY_TYPES,
@@ -41,6 +46,8 @@ from .store import ChromaStore
 __all__ = ["MemoryBank", "content_id"]
 
 MAX_QUERY_CHARS = 32_000
+DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
+DIALOGUE_KEYWORD_DECAY = 0.7
 
 
 def content_id(user_id: str, scope: str, content: str) -> str:
@@ -83,6 +90,7 @@ class MemoryBank:
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
         self._clock = clock or _utc_now
         self._lock = threading.RLock()
+        self._keyword_indexes: dict[str, KeywordIndex] = {}
 
     @property
     def location(self) -> str:
@@ -107,8 +115,10 @@ class MemoryBank:
         confidence: float = 1.0,
         memory_id: str | None = None,
         created_at: datetime | None = None,
+        context: str = "",
     ) -> MemoryRecord:
-        """Store one memory and return it.
+        """Store one memory and return it. ``context`` is text the memory should also be found by (keyword
+        search only; never shown to the model), such as the conversation turns around it.
 
         Adding the same statement (same user, scope and normalised text) again returns the stored memory
         unchanged, superseded or not; ``memory_id`` reused for different content is refused.
@@ -126,6 +136,7 @@ class MemoryBank:
             source=source,
             confidence=confidence,
             user_id=user,
+            context=context,
         )
         with self._lock:
             existing = self._store.get(user, [record.id]).get(record.id)
@@ -169,15 +180,27 @@ class MemoryBank:
         return len(to_write), len(batch) - len(to_write)
 
     def _write(self, records: Sequence[MemoryRecord]) -> None:
-        """Embed and store records (of any users) in one embedding call."""
+        """Embed, tokenize and store records (of any users): vector and keywords in one write per user."""
         if not records:
             return
         vectors = self.embedder.embed_documents([r.content for r in records])
+        tokens = [memory_tokens(r) for r in records]
         by_user: dict[str, list[int]] = {}
         for index, record in enumerate(records):
             by_user.setdefault(record.user_id, []).append(index)
         for user, indexes in by_user.items():
-            self._store.upsert(user, [records[i] for i in indexes], vectors[indexes])
+            self._store.upsert(user, [records[i] for i in indexes], vectors[indexes], [tokens[i] for i in indexes])
+            keyword_index = self._keyword_indexes.get(user)
+            if keyword_index is not None:
+                for i in indexes:
+                    keyword_index.put(records[i].id, IndexedMemory.of(records[i], tokens[i]))
+
+    def _rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
+        """Store changed fields of memories whose content, tags and context (so vector and keywords) stay."""
+        self._store.update_metadata(user, records)
+        keyword_index = self._keyword_indexes.get(user)
+        if keyword_index is not None:
+            keyword_index.refresh_filters(records)
 
     def update(
         self,
@@ -189,8 +212,9 @@ class MemoryBank:
         importance: float | None = None,
         tags: Sequence[str] | None = None,
         confidence: float | None = None,
+        context: str | None = None,
     ) -> MemoryRecord:
-        """Change fields of a memory; new content is re-embedded. Returns the updated memory."""
+        """Change fields of a memory; new content, tags or context are re-embedded and re-indexed."""
         changes: dict[str, object] = {}
         for name, value in (
             ("content", content),
@@ -198,16 +222,17 @@ class MemoryBank:
             ("importance", importance),
             ("tags", tags),
             ("confidence", confidence),
+            ("context", context),
         ):
             if value is not None:
                 changes[name] = value
         with self._lock:
             record = self.get(memory_id, user_id=user_id)
             updated = record.with_changes(**changes)
-            if updated.content != record.content:
+            if (updated.content, updated.tags, updated.context) != (record.content, record.tags, record.context):
                 self._write([updated])
             elif updated != record:
-                self._store.update_metadata(updated.user_id, [updated])
+                self._rewrite_fields(updated.user_id, [updated])
         return updated
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
@@ -220,7 +245,7 @@ class MemoryBank:
             if old.id in self._chain_from(newer):
                 raise InvalidInputError("superseded_by", f"{new_id} is already replaced by {old_id}; that would be a cycle")
             updated = old.with_changes(superseded_by=newer.id)
-            self._store.update_metadata(updated.user_id, [updated])
+            self._rewrite_fields(updated.user_id, [updated])
         return updated
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryRecord]:
@@ -253,7 +278,7 @@ class MemoryBank:
             changed = [restored]
             if heads and not heads[0].superseded and heads[0].id != record.id:
                 changed.append(heads[0].with_changes(superseded_by=record.id))
-            self._store.update_metadata(record.user_id, changed)
+            self._rewrite_fields(record.user_id, changed)
         return restored
 
     def _chain_from(self, record: MemoryRecord) -> list[str]:
@@ -270,6 +295,9 @@ class MemoryBank:
         with self._lock:
             record = self.get(memory_id, user_id=user_id)
             self._store.delete(record.user_id, [record.id])
+            keyword_index = self._keyword_indexes.get(record.user_id)
+            if keyword_index is not None:
+                keyword_index.remove([record.id])
         return record
 
     # ------------------------------------------------------------------------------------------ reading
@@ -349,8 +377,67 @@ class MemoryBank:
         if stored == 0:
             return []
         wanted = min(stored, max(k * settings.overfetch_factor, settings.min_candidates))
-        candidates = self._store.query(user, self.embedder.embed_query(query), wanted, memory_filter)
-        return rerank(candidates, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
+        mode = settings.search_mode
+        utterances = split_dialogue(query)
+        found: dict[str, MemoryRecord] = {}
+        dense: dict[str, float] = {}
+        vector = None
+        if mode != "keyword":
+            vector = self._query_vector(query, utterances)
+            for record, cosine in self._store.query(user, vector, wanted, memory_filter):
+                found[record.id] = record
+                dense[record.id] = cosine
+        keyword: dict[str, float] = {}
+        if mode != "dense":
+            keyword = self._keyword_index(user).scores(_query_parts(query, utterances), memory_filter)
+            missing = [i for i in heapq.nlargest(wanted, keyword, key=keyword.__getitem__) if i not in found]
+            if missing:
+                found.update(self._store.get(user, missing))
+                if vector is not None:
+                    for memory_id, embedding in self._store.embeddings(user, missing).items():
+                        dense[memory_id] = float(embedding @ vector)
+        best_keyword = max(keyword.values(), default=0.0)
+        candidates: list[tuple[MemoryRecord, float]] = []
+        parts: dict[str, tuple[float | None, float | None]] = {}
+        for memory_id, record in found.items():
+            if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
+                continue
+            cosine = None if vector is None else min(1.0, max(0.0, dense.get(memory_id, 0.0)))
+            relative = None if mode == "dense" else (keyword.get(memory_id, 0.0) / best_keyword if best_keyword else 0.0)
+            if cosine is None:
+                similarity = relative or 0.0
+            elif relative is None:
+                similarity = cosine
+            else:
+                similarity = settings.dense_weight * cosine + (1 - settings.dense_weight) * relative
+            candidates.append((record, similarity))
+            parts[memory_id] = (cosine, relative)
+        hits = rerank(candidates, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
+        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1]) for hit in hits]
+
+    def _query_vector(self, query: str, utterances: list[str] | None) -> Any:
+        """The query embedding; for a dialogue, the recency-weighted mean of its utterances (latest counts most:
+        a long dialogue would otherwise be cut to its first 256 tokens by the model)."""
+        if utterances is None:
+            return self.embedder.embed_query(query)
+        vectors = self.embedder.embed_queries(utterances)
+        mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
+        norm = float(np.linalg.norm(mean))
+        return mean / norm if norm else mean
+
+    def _keyword_index(self, user: str) -> KeywordIndex:
+        """The user's keyword index, loaded from the store on first use and whenever another process changed
+        how many memories there are."""
+        with self._lock:
+            keyword_index = self._keyword_indexes.get(user)
+            if keyword_index is None or len(keyword_index) != self._store.count(user):
+                keyword_index = KeywordIndex()
+                keyword_index.replace_all(
+                    (record.id, IndexedMemory.of(record, tokens if tokens is not None else memory_tokens(record)))
+                    for record, tokens in self._store.scan_keywords(user)
+                )
+                self._keyword_indexes[user] = keyword_index
+            return keyword_index
 
     def _record_access(self, hits: Sequence[Hit]) -> None:
         if not hits:
@@ -363,7 +450,7 @@ class MemoryBank:
                 record.with_changes(access_count=record.access_count + 1, last_accessed=now)
                 for record in current.values()
             ]
-            self._store.update_metadata(user, touched)
+            self._rewrite_fields(user, touched)
 
     def build_context(
         self,
@@ -500,6 +587,7 @@ class MemoryBank:
                     progress=progress,
                 )
             self._store.finish_rebuild(dimension)
+            self._keyword_indexes.clear()
         return done
 
     # ------------------------------------------------------------------------------------------ helpers
@@ -535,6 +623,13 @@ def _replaced_first(records: dict[str, MemoryRecord]) -> list[MemoryRecord]:
                 ready.append(records[successor])
     leftover = [r for r in records.values() if r not in ordered]  # only a corrupt, cyclic chain leaves any
     return ordered + sorted(leftover, key=lambda r: (r.created_at, r.id))
+
+
+def _query_parts(query: str, utterances: list[str] | None) -> list[tuple[list[str], float]]:
+    if utterances is None:
+        return [(tokenize(query), 1.0)]
+    weights = recency_weights(len(utterances), DIALOGUE_KEYWORD_DECAY)
+    return [(tokenize(text), float(weight)) for text, weight in zip(utterances, weights, strict=True)]
 
 
 def _type_set(types: Iterable[str] | str | None) -> frozenset[str] | None:

@@ -389,17 +389,21 @@ def _print_hits(out: TextIO, hits: Sequence["Hit"], settings: Settings) -> None:
     from rich.table import Table
 
     w = settings.weights
-    table = Table(
-        caption=f"score = {w.similarity:g}·similarity + {w.recency:g}·recency + {w.importance:g}·importance",
-        show_lines=False,
-    )
-    for column in ("#", "score", "similarity", "recency", "importance", "type", "scope", "content", "id"):
+    caption = f"score = {w.similarity:g}·similarity + {w.recency:g}·recency + {w.importance:g}·importance"
+    if settings.search_mode == "hybrid":
+        dense = settings.dense_weight
+        caption += f"; similarity = {dense:g}·dense + {1 - dense:g}·keyword"
+    table = Table(caption=caption, show_lines=False)
+    for column in ("#", "score", "similarity", "dense", "keyword", "recency", "importance", "type", "scope",
+                   "content", "id"):
         table.add_column(column, overflow="fold", justify="right" if column in ("#", "score") else "left")
     for rank, hit in enumerate(hits, start=1):
         table.add_row(
             str(rank),
             f"{hit.score:.4f}",
             f"{hit.similarity:.4f}",
+            "-" if hit.dense is None else f"{hit.dense:.4f}",
+            "-" if hit.keyword is None else f"{hit.keyword:.4f}",
             f"{hit.recency:.4f}",
             f"{hit.importance:.4f}",
             hit.type,

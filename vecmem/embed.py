@@ -40,6 +40,9 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray:
         """One normalised vector (1-D float32) for a search query."""
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised query vectors, one row per text (the utterances of a dialogue-shaped query)."""
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised vectors, one row per text (2-D float32), for memories being stored."""
 
@@ -101,6 +104,9 @@ class SentenceTransformerEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode("encode_query", [text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode("encode_query", list(texts))
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

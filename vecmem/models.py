@@ -40,6 +40,7 @@ MEMORY_TYPES: tuple[str, ...] = ("fact", "preference", "instruction", "conclusio
 SOURCES: tuple[str, ...] = ("user", "extracted", "manual", "template")
 GLOBAL_SCOPE = "global"
 MAX_CONTENT_CHARS = 8_000  # a memory is a statement, not a document; long text belongs in a RAG index
+MAX_CONTEXT_CHARS = 8_000
 MAX_IDENTIFIER_CHARS = 128
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
@@ -134,6 +135,12 @@ def parse_timestamp(field_name: str, value: object) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
+def _check_context(value: object) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    return _check_text("context", value, max_chars=MAX_CONTEXT_CHARS)
+
+
 def _check_tags(value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise InvalidInputError("tags", "must be a list of strings")
@@ -170,6 +177,7 @@ class MemoryRecord:
     confidence: float = 1.0
     superseded_by: str | None = None
     user_id: str = "default"
+    context: str = ""  # found-by text for keyword search only (surrounding turns); never shown to the model
 
     def __post_init__(self) -> None:
         normalised = {
@@ -189,6 +197,7 @@ class MemoryRecord:
             if self.superseded_by in (None, "")
             else validate_identifier("superseded_by", self.superseded_by),
             "user_id": validate_identifier("user_id", self.user_id),
+            "context": _check_context(self.context),
         }
         if isinstance(self.access_count, bool) or not isinstance(self.access_count, int) or self.access_count < 0:
             raise InvalidInputError("access_count", f"must be a non-negative integer, got {self.access_count!r}")
@@ -296,7 +305,11 @@ class MemoryFilter:
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved memory with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance."""
+    """One retrieved memory with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance.
+
+    In hybrid mode ``similarity`` fuses ``dense`` (cosine) and ``keyword`` (BM25 relative to the query's best
+    keyword match); either is None when its side did not run.
+    """
 
     id: str
     content: str
@@ -306,6 +319,8 @@ class Hit:
     recency: float
     importance: float
     record: MemoryRecord
+    dense: float | None = None
+    keyword: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -316,6 +331,8 @@ class Hit:
             "similarity": self.similarity,
             "recency": self.recency,
             "importance": self.importance,
+            "dense": self.dense,
+            "keyword": self.keyword,
             "scope": self.record.scope,
             "tags": list(self.record.tags),
         }

@@ -11,7 +11,9 @@ Layout
   (``embedding_function=None``), so Chroma's own default model is never loaded. Telemetry is off.
 
 A memory's fields live in the Chroma metadata (times as epoch seconds, ``last_accessed`` 0 for never,
-``superseded`` as a boolean beside ``superseded_by`` so the filter is one equality test).
+``superseded`` as a boolean beside ``superseded_by`` so the filter is one equality test), together with its
+keyword tokens (``keywords``, space-separated), written in the same call as the vector so the keyword index
+can always be rebuilt from the store and never disagrees with it.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def _to_metadata(record: MemoryRecord) -> dict[str, Any]:
         "user_id": record.user_id,
         # Chroma refuses empty lists and merges metadata on update; None removes a stale key.
         "tags": list(record.tags) or None,
+        "context": record.context or None,
     }
 
 
@@ -93,6 +96,7 @@ def _from_row(memory_id: str, document: str | None, metadata: dict[str, Any] | N
             confidence=float(meta.get("confidence", 1.0)),
             superseded_by=meta.get("superseded_by") or None,
             user_id=meta.get("user_id", "default"),
+            context=meta.get("context") or "",
         )
     except (InvalidInputError, TypeError, ValueError) as exc:
         raise StoreError(f"memory {memory_id} in the store is unreadable: {exc}") from exc
@@ -287,6 +291,33 @@ class ChromaStore:
                 return
             offset += _PAGE
 
+    def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
+        """Every memory of the user with its stored keyword tokens (None when written before they existed)."""
+        collection = self._user_collection(user_id, verify=False)
+        if collection is None:
+            return
+        offset = 0
+        while True:
+            with _chroma_errors("reading the keyword index"):
+                rows = collection.get(limit=_PAGE, offset=offset, include=["documents", "metadatas"])
+            for memory_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True):
+                stored = (metadata or {}).get("keywords")
+                yield _from_row(memory_id, document, metadata), None if stored is None else stored.split()
+            if len(rows["ids"]) < _PAGE:
+                return
+            offset += _PAGE
+
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        collection = self._user_collection(user_id)
+        if collection is None or not ids:
+            return {}
+        with _chroma_errors("reading embeddings"):
+            rows = collection.get(ids=list(ids), include=["embeddings"])
+        return {
+            memory_id: np.asarray(vector, dtype=np.float32)
+            for memory_id, vector in zip(rows["ids"], rows["embeddings"], strict=True)
+        }
+
     def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
         """The memories whose ``superseded_by`` points at ``memory_id``."""
         collection = self._user_collection(user_id, verify=False)
@@ -324,11 +355,19 @@ class ChromaStore:
 
     # ----------------------------------------------------------------------------------------- writes
 
-    def upsert(self, user_id: str, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> None:
-        """Write new or changed memories together with their embeddings."""
+    def upsert(
+        self,
+        user_id: str,
+        records: Sequence[MemoryRecord],
+        embeddings: np.ndarray,
+        keywords: Sequence[Sequence[str]],
+    ) -> None:
+        """Write new or changed memories together with their embeddings and keyword tokens."""
         if not records:
             return
         self._check_owner(user_id, records)
+        if len(keywords) != len(records):
+            raise ValueError("one token list per record")
         vectors = np.asarray(embeddings, dtype=np.float32)
         collection = self._user_collection(user_id, dimension=int(vectors.shape[1]))
         assert collection is not None  # a dimension means: create it if missing
@@ -337,7 +376,7 @@ class ChromaStore:
                 ids=[r.id for r in records],
                 embeddings=vectors,
                 documents=[r.content for r in records],
-                metadatas=[_to_metadata(r) for r in records],
+                metadatas=[{**_to_metadata(r), "keywords": " ".join(tokens)} for r, tokens in zip(records, keywords, strict=True)],
             )
 
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:

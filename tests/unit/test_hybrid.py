@@ -1,0 +1,118 @@
+"""Hybrid retrieval through MemoryBank: fusion arithmetic, modes, and isolation of keyword-only candidates."""
+
+import pytest
+
+from tests.conftest import FakeEmbedder
+from vecmem import MemoryBank, RankWeights
+
+
+@pytest.fixture
+def similarity_only(settings):
+    return settings.with_changes(weights=RankWeights(1, 0, 0))
+
+
+def test_fused_similarity_by_hand(make_bank, similarity_only):
+    bank = make_bank(settings=similarity_only)
+    a = bank.add("zebra crossing rules")
+    b = bank.add("zebra stripes pattern")
+    hits = {hit.id: hit for hit in bank.search("zebra stripes", 2)}
+    best = max(hits.values(), key=lambda hit: hit.keyword)
+    assert best.keyword == 1.0  # the best keyword match of the query
+    for hit in hits.values():
+        assert 0 <= hit.keyword <= 1 and 0 <= hit.dense <= 1
+        assert hit.similarity == pytest.approx(0.6 * hit.dense + 0.4 * hit.keyword)
+        assert hit.score == pytest.approx(hit.similarity)
+    assert hits[b.id].score > hits[a.id].score
+
+
+@pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
+def test_modes(make_bank, similarity_only, mode):
+    bank = make_bank(settings=similarity_only.with_changes(search_mode=mode))
+    bank.add("the cat sleeps on the sofa")
+    bank.add("quarterly revenue report")
+    (hit,) = bank.search("cat sofa", 1)
+    assert hit.content == "the cat sleeps on the sofa"
+    assert (hit.dense is None) == (mode == "keyword") and (hit.keyword is None) == (mode == "dense")
+
+
+def test_keyword_mode_needs_no_embedding_of_the_query(make_bank, settings):
+    embedder = FakeEmbedder()
+    bank = make_bank(settings=settings.with_changes(search_mode="keyword"), embedder=embedder)
+    bank.add("the cat sleeps on the sofa")
+    bank.search("cat", 1)
+    assert embedder.query_calls == 0
+
+
+def test_keyword_only_matches_obey_every_isolation_rule(make_bank, settings):
+    # The fake embedder makes these unrelated on the dense side; only the rare keyword connects them.
+    bank = make_bank(settings=settings.with_changes(min_candidates=1, overfetch_factor=1))
+    visible = bank.add("xylophone lesson on friday")
+    other_session = bank.add("xylophone notes for session one", session_id="s1")
+    old = bank.add("xylophone teacher was Ann", memory_type="preference")
+    bank.supersede(old.id, visible.id)
+    other_user = bank.add("xylophone recital", user_id="bob")
+    forgotten = bank.add("xylophone tuning")
+    bank.forget(forgotten.id)
+    for _ in range(30):
+        bank.add(f"filler memory number {_} about gardening")
+    never = {other_session.id, old.id, other_user.id, forgotten.id}
+    hits = [hit.id for hit in bank.search("xylophone", 40)]
+    assert hits[0] == visible.id and not never & set(hits) and len(hits) == 31
+    in_session = [hit.id for hit in bank.search("xylophone", 40, session_id="s1")]
+    assert set(in_session[:2]) == {visible.id, other_session.id} and not {old.id, other_user.id} & set(in_session)
+    assert [hit.id for hit in bank.search("xylophone", 40, user_id="bob")] == [other_user.id]
+    assert bank.search("xylophone", 40, types=["preference"]) == []
+
+
+def test_updates_and_restores_reach_the_keyword_side(make_bank, settings):
+    bank = make_bank(settings=settings.with_changes(search_mode="keyword"))
+    record = bank.add("the quokka lives in Australia")
+    assert bank.search("quokka", 1)[0].id == record.id
+    bank.update(record.id, content="the wombat lives in Australia")
+    assert bank.search("quokka", 1) == [] and bank.search("wombat", 1)[0].id == record.id
+    bank.update(record.id, tags=["marsupial"])
+    assert bank.search("marsupial", 1)[0].id == record.id
+    newer = bank.add("the wombat moved to Tasmania")
+    bank.supersede(record.id, newer.id)
+    assert [h.id for h in bank.search("wombat Australia", 5)] == [newer.id]
+    bank.restore(record.id)
+    assert [h.id for h in bank.search("wombat Australia", 5)] == [record.id]
+
+
+def test_context_is_searchable_but_not_shown(make_bank, settings):
+    bank = make_bank(settings=settings.with_changes(search_mode="keyword"))
+    record = bank.add("Sure, that sounds lovely!", context="Do you want to visit the aquarium on Sunday?")
+    (hit,) = bank.search("aquarium", 1)
+    assert hit.id == record.id and "aquarium" not in hit.content
+    pack = bank.build_context("aquarium", context_tokens=1000)
+    assert "aquarium" not in pack.long_term.replace(pack.messages[-1]["content"], "")
+
+
+def test_the_keyword_index_is_rebuilt_from_the_store_and_sees_other_writers(make_bank, settings):
+    keyword = settings.with_changes(search_mode="keyword")
+    first = make_bank(settings=keyword)
+    first.add("the narwhal has a tusk")
+    assert first.search("narwhal", 1)
+    second = make_bank(settings=keyword)  # a second bank (another process in real life) on the same store
+    second.add("narwhals live in the Arctic")
+    assert len(first.search("narwhal", 5)) == 2
+    reopened = make_bank(settings=keyword)
+    assert len(reopened.search("narwhal", 5)) == 2
+
+
+def test_a_dialogue_query_weighs_the_latest_turn_most(make_bank, similarity_only):
+    bank = make_bank(settings=similarity_only)
+    early = bank.add("birthday cake with candles")
+    late = bank.add("magic trick at the new year party")
+    query = "<BOD>\n<Bart>:\"I baked a birthday cake\"\n<Assistant>:\"Nice\"\n<Bart>:\"Now I will do a magic trick at the party\"\n"
+    hits = bank.search(query, 2)
+    assert hits[0].id == late.id and hits[1].id == early.id
+
+
+def test_legacy_memories_without_stored_keywords_are_tokenized(make_bank, settings):
+    bank = make_bank(settings=settings.with_changes(search_mode="keyword"))
+    record = bank.add("the pangolin eats ants")
+    collection = bank._store._user_collection("default")  # white-box: a row written before keywords existed
+    collection.update(ids=[record.id], metadatas=[{"keywords": None}])
+    fresh = make_bank(settings=settings.with_changes(search_mode="keyword"))
+    assert fresh.search("pangolin", 1)[0].id == record.id
