@@ -103,6 +103,7 @@ class ConflictResolver:
             session_id=session_id if candidate.session_scoped else None,
             source="extracted",
             confidence=candidate.confidence,
+            context=candidate.context,
         )
         if record.superseded:  # the user says again what a newer memory had replaced: it is current again
             record = self.bank.restore(record.id, user_id=user_id)

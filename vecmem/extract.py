@@ -60,6 +60,7 @@ class Candidate:
     confidence: float
     action: str | None = None
     target_id: str | None = None
+    context: str = ""  # the user's own words, kept so keyword search finds the memory by them
 
 
 def rubric_importance(text: str, memory_type: str) -> float:
@@ -131,17 +132,20 @@ class Extractor:
                     confidence=item.confidence,
                     action=item.action,
                     target_id=target_id,
+                    context=message,
                 )
             )
         return candidates
 
 
 def _rule_candidate(sentence: str, memory_type: str) -> Candidate:
+    content = rules.rewrite_first_person(sentence)
     return Candidate(
-        content=rules.rewrite_first_person(sentence),
+        content=content,
         memory_type=memory_type,
         importance=rubric_importance(sentence, memory_type),
         tags=tuple(rules.keyword_tags(sentence)),
         session_scoped=rules.is_task_context(sentence),
         confidence=LEXICON_CONFIDENCE,
+        context=sentence if sentence != content else "",
     )
