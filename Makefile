@@ -11,13 +11,16 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat test clean help
+.PHONY: install seed demo chat test eval clean help
+
+SHARED_DATA ?= ../shared/data
 
 help:
 	@echo "make demo   - install, then a walk-through of retrieval on the seed memories (no network, no API key)"
 	@echo "make test   - install, then the whole test suite"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
+	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
 
 $(STAMP): pyproject.toml
@@ -25,7 +28,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,eval]'
 	@touch $@
 
 install: $(STAMP)
@@ -41,6 +44,19 @@ chat: seed
 
 test: install
 	$(BIN)/python -m pytest
+
+# Each benchmark with the default settings (hybrid, 0.6/0.2/0.2) and, as the papers report, similarity alone.
+eval: install
+	$(BIN)/python scripts/eval_hit_rate.py --format vecmem --data data/eval/native_en.json --mode dense keyword hybrid
+	$(BIN)/python scripts/eval_hit_rate.py --format vecmem --data data/eval/native_zh.json --mode dense keyword hybrid
+	@if [ -f $(SHARED_DATA)/locomo/locomo10.json ]; then \
+	  $(BIN)/python scripts/eval_hit_rate.py --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 && \
+	  $(BIN)/python scripts/eval_hit_rate.py --format locomo --data $(SHARED_DATA)/locomo/locomo10.json; \
+	else echo "LoCoMo not found in $(SHARED_DATA): skipped"; fi
+	@if [ -d $(SHARED_DATA)/madial_bench ]; then \
+	  for lang in zh en; do $(BIN)/python scripts/eval_hit_rate.py --format madial --data $(SHARED_DATA)/madial_bench \
+	    --lang $$lang --weights 1 0 0 --mode dense keyword hybrid || exit 1; done; \
+	else echo "MADial-Bench not found in $(SHARED_DATA): skipped"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info

@@ -52,7 +52,7 @@ def ask(
     elapsed_ms = (time.perf_counter() - started) * 1000
     where = f"session {session}" if session else "no session (global memories only)"
     hits = Table(title=f"“{question}” — {where}", title_justify="left")
-    for column in ("#", "score", "similarity", "recency", "importance", "type", "content"):
+    for column in ("#", "score", "similarity", "dense", "keyword", "recency", "importance", "type", "content"):
         hits.add_column(
             column,
             overflow="fold",
@@ -65,6 +65,8 @@ def ask(
             str(rank),
             f"{hit.score:.3f}",
             f"{hit.similarity:.3f}",
+            "-" if hit.dense is None else f"{hit.dense:.3f}",
+            "-" if hit.keyword is None else f"{hit.keyword:.3f}",
             f"{hit.recency:.3f}",
             f"{hit.importance:.3f}",
             hit.type,
@@ -129,14 +131,20 @@ def run(home: Path) -> int:
     show_memories(bank)
 
     console.rule("Questions: what each one retrieves, and what the prompt costs")
-    console.print("score = 0.6·similarity + 0.2·recency + 0.2·importance; recency = exp(-0.01·days since last use)\n")
+    w = bank.settings.dense_weight
+    console.print(
+        "score = 0.6·similarity + 0.2·recency + 0.2·importance; recency = exp(-0.01·days since last use)\n"
+        f"similarity ({bank.settings.search_mode}) = {w:g}·dense (cosine) + {1 - w:g}·keyword "
+        "(BM25 relative to the query's best keyword match)\n"
+    )
     for question, session in QUESTIONS:
         ask(bank, question, session)
     console.print("The same question in a small 1,000-token window: the long-term share is 250 tokens.")
     ask(bank, "write me a sleep function", None, window=1000, k=20, table=False)
     console.print(
-        "[dim]Note: all-MiniLM-L6-v2 is an English model: between two Chinese texts its similarity mostly says "
-        "that both are Chinese, not what they mean. For Chinese users set VECMEM_EMBED_MODEL to a multilingual "
+        "[dim]Note: all-MiniLM-L6-v2 is an English model: between two Chinese texts its dense similarity mostly says "
+        "that both are Chinese, not what they mean, so for Chinese the keyword side (jieba words and character "
+        "bigrams) carries retrieval. For semantic matching in Chinese set VECMEM_EMBED_MODEL to a multilingual "
         "sentence-transformers model and run `vecmem reindex`.[/]\n"
     )
     return 0 if promises(bank) else 1

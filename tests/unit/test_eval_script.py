@@ -1,0 +1,138 @@
+"""scripts/eval_hit_rate.py: loaders (on small files in each benchmark's format), metrics, output, errors."""
+
+import importlib.util
+import json
+import math
+import sys
+
+import pytest
+
+from tests.conftest import REPO, FakeEmbedder
+
+spec = importlib.util.spec_from_file_location("eval_hit_rate", REPO / "scripts" / "eval_hit_rate.py")
+evaluation = importlib.util.module_from_spec(spec)
+sys.modules["eval_hit_rate"] = evaluation  # dataclasses look their module up while the class is built
+spec.loader.exec_module(evaluation)
+
+
+@pytest.fixture
+def locomo_file(tmp_path):
+    conversation = {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy called Rex."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely! What breed?"},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "A beagle.", "blip_caption": "a photo of a beagle"},
+            ],
+            "session_2_date_time": "10:00 am on 20 May, 2023",
+            "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "I started pottery classes."}],
+            "session_3_date_time": "9:00 am on 1 June, 2023",  # a date without a session
+        },
+        "qa": [
+            {"question": "What is Ann's puppy called?", "answer": "Rex", "evidence": ["D1:01"], "category": 4},
+            {"question": "What breed?", "answer": "beagle", "evidence": ["D1:3; D1:2", "D:11:26", "D9:9"], "category": 1},
+            {"question": "Unanswerable?", "adversarial_answer": "x", "evidence": [], "category": 5},
+        ],
+    }
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps([conversation]), encoding="utf-8")
+    return path
+
+
+def test_locomo_follows_the_protocol(locomo_file):
+    dataset = evaluation.load_locomo(locomo_file, before=2, after=1)
+    by_id = {r.id: r for r in dataset.records}
+    assert by_id["D1:1"].content == 'Ann said, "I adopted a puppy called Rex."'
+    assert by_id["D1:3"].content == 'Ann said, "A beagle." and shared a photo of a beagle'
+    assert by_id["D1:2"].context == "I adopted a puppy called Rex. A beagle."
+    assert by_id["D2:1"].context == "" and by_id["D2:1"].created_at.day == 20
+    assert {r.user_id for r in dataset.records} == {"conv-x"}
+    assert [q.relevant for q in dataset.queries] == [["D1:1"], ["D1:3", "D1:2"], []]
+    assert [q.category for q in dataset.queries] == ["single-hop", "multi-hop", "adversarial"]
+    assert dataset.now["conv-x"].day == 20
+    bare = evaluation.load_locomo(locomo_file.parent, before=0, after=0)
+    assert all(r.context == "" for r in bare.records)
+
+
+def test_madial_follows_the_protocol(tmp_path):
+    folder = tmp_path / "zh"
+    folder.mkdir()
+    memories = [{"1": {"time": "2023-12-25", "scene": "活动类", "emotion": "开心", "event": "Bart在圣诞节晚会上跳舞。",
+                       "user-id": 1, "id": "1"}},
+                {"7": {"time": "2023-05-15", "scene": "喜好类", "emotion": "开心", "event": "Bart吃了芒果冰淇淋。",
+                       "user-id": 1, "id": "7"}}]
+    (folder / "X-zh-memory.json").write_text("\n".join(json.dumps(m, ensure_ascii=False) for m in memories))
+    dialogue = {"dialogue": ["<BOD>\n", "<Bart>:\"我要表演魔术！\"\n", "<Assistant>:\"太棒了\"\n", "<Bart>:\"好紧张\"\n"],
+                "test-turn": [2], "relevant-id": [1], "user-id": 1, "id": 0}
+    (folder / "X-zh-dialogue.json").write_text(json.dumps(dialogue, ensure_ascii=False))
+    dataset = evaluation.load_madial(folder, None)
+    assert dataset.records[0].content == str({"scene": "活动类", "emotion": "开心", "event": "Bart在圣诞节晚会上跳舞。"})
+    (query,) = dataset.queries
+    assert query.text == "<BOD>\n<Bart>:\"我要表演魔术！\"\n" and query.relevant == ["1"]
+    with pytest.raises(evaluation.DataError, match="--lang"):
+        evaluation.load_madial(tmp_path, None)
+    assert evaluation.load_madial(tmp_path, "zh").queries[0].relevant == ["1"]
+
+
+def test_metrics_by_hand():
+    query = evaluation.Query(id="q", text="t", user_id="u", relevant=["a", "b"], forbidden=["z"])
+    scores = evaluation.score_query(["x", "a", "z", "b"], query, [1, 3])
+    assert scores["recall@1"] == 0 and scores["recall@3"] == 0.5
+    assert scores["hit@1"] == 0 and scores["hit@3"] == 1 and scores["mrr"] == 0.5
+    assert scores["leak@1"] == 0 and scores["leak@3"] == 1
+    assert scores["ndcg@3"] == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    empty = evaluation.Query(id="e", text="t", user_id="u", relevant=[])
+    assert evaluation.score_query(["x"], empty, [5]) == {"recall@5": 1.0, "hit@5": 1.0, "ndcg@5": 1.0,
+                                                         "leak@5": 0.0, "mrr": 1.0}
+
+
+def test_native_set_json_output(capsys):
+    code = evaluation.main(["--format", "vecmem", "--data", str(REPO / "data" / "eval" / "native_en.json"),
+                            "--json", "--k", "1", "5"], embedder=FakeEmbedder())
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("recall@5", "hit@5", "mrr", "ndcg@5", "leak@5", "n_queries", "per_category"):
+        assert key in result
+    assert result["n_queries"] == 25 and result["leak@5"] == 0 and result["leak@1"] == 0
+    assert "supersession" in result["per_category"] and result["mode"] == "hybrid"
+
+
+def test_several_modes_table_and_plot(tmp_path, capsys):
+    target = tmp_path / "curves.png"
+    code = evaluation.main(["--format", "vecmem", "--data", str(REPO / "data" / "eval" / "native_zh.json"),
+                            "--mode", "dense", "keyword", "hybrid", "--weights", "1", "0", "0", "--plot", str(target),
+                            "--quiet"], embedder=FakeEmbedder())
+    out = capsys.readouterr().out
+    assert code == 0 and "| hybrid | all | 25 |" in out and "| keyword | sessions |" in out
+    assert "weights 1/0/0" in out and target.stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--format", "locomo", "--data", "/no/such/file.json"], "cannot read LoCoMo data"),
+        (["--format", "vecmem", "--data", "/no/such.json"], "cannot read native test set"),
+        (["--format", "vecmem", "--data", "x", "--k", "0"], "at least 1"),
+    ],
+)
+def test_errors_are_one_line(argv, fragment, capsys):
+    assert evaluation.main(argv, embedder=FakeEmbedder()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err
+
+
+def test_argument_mistakes_are_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        evaluation.main(["--format", "nonsense", "--data", "x"])
+    assert exit_info.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_native_set_naming_unknown_memories_is_refused(tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"now": "2026-01-01T00:00:00Z", "memories": [{"id": "a", "content": "x"}],
+                                "queries": [{"id": "q", "query": "x", "relevant": ["nope"]}]}))
+    assert evaluation.main(["--format", "vecmem", "--data", str(path)], embedder=FakeEmbedder()) == 2
+    assert "relevant memory 'nope'" in capsys.readouterr().err
