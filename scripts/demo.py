@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
 def run(home: Path) -> int:
     console.rule("vecmem demo — long-term memory, offline")
     started = time.perf_counter()
-    bank = MemoryBank(Settings.from_env().with_changes(home=home, chroma_url=None))
+    with MemoryBank(Settings.from_env().with_changes(home=home, chroma_url=None)) as bank:
+        return walk_through(bank, started)
+
+
+def walk_through(bank: MemoryBank, started: float) -> int:
     report = bank.import_jsonl(SEED_FILE.read_text(encoding="utf-8").splitlines())
     console.print(
         f"Seeded {report.added} memories into {bank.location} with {bank.embedder.name} "

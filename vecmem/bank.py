@@ -12,20 +12,18 @@ tests run without the real model.
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import threading
-from dataclasses import replace
 from datetime import datetime, timezone
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Sequence
-
-import numpy as np
 
 from .budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from .config import Settings
 from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidInputError, NotFoundError, VecmemError
-from .lexical import IndexedMemory, KeywordIndex, memory_tokens, recency_weights, split_dialogue, tokenize
+from .access import AccessLog, PendingAccess
+from .lexical import memory_tokens
 from .models import (
     GLOBAL_SCOPE,
     MEMORY_TYPES,
@@ -40,14 +38,13 @@ from .models import (
     validate_identifier,
     validate_session_id,
 )
-from .rank import rank_by_importance, rerank
+from .retrieval import Retriever
 from .store import ChromaStore
 
 __all__ = ["MemoryBank", "content_id"]
 
 MAX_QUERY_CHARS = 32_000
-DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
-DIALOGUE_KEYWORD_DECAY = 0.7
+WRITE_BATCH = 256  # memories embedded and written together by add_records and imports
 
 
 def content_id(user_id: str, scope: str, content: str) -> str:
@@ -90,7 +87,8 @@ class MemoryBank:
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
         self._clock = clock or _utc_now
         self._lock = threading.RLock()
-        self._keyword_indexes: dict[str, KeywordIndex] = {}
+        self._access = AccessLog(self._write_access)
+        self._retriever = Retriever(self._store, self.embedder, self.settings, self._access)
 
     @property
     def location(self) -> str:
@@ -123,6 +121,7 @@ class MemoryBank:
         Adding the same statement (same user, scope and normalised text) again returns the stored memory
         unchanged, superseded or not; ``memory_id`` reused for different content is refused.
         """
+        self.flush()  # access notes first, outside the lock (see access.py)
         user = self._user(user_id)
         scope = self._scope(session_id)
         record = MemoryRecord(
@@ -147,60 +146,85 @@ class MemoryBank:
             self._write([record])
         return record
 
-    def add_records(self, records: Iterable[MemoryRecord], *, overwrite: bool = False) -> ImportReport:
-        """Store many validated records, embedding and writing in batches.
+    def add_records(
+        self,
+        records: Iterable[MemoryRecord],
+        *,
+        overwrite: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportReport:
+        """Store many validated records in batches of WRITE_BATCH, embedding the next batch while the
+        current one is written (embedding and Chroma's writes overlap on two cores).
 
-        A record whose id is already stored is skipped (counted in ``skipped``) unless ``overwrite``.
+        A record whose id is already stored, or came earlier in ``records``, is skipped (counted in
+        ``skipped``) unless ``overwrite``. ``progress`` is called with the number of records handled so far.
         """
-        added = skipped = 0
-        batch: list[MemoryRecord] = []
-        for record in records:
-            batch.append(record)
-            if len(batch) >= self.settings.embed_batch_size:
-                done, passed = self._add_batch(batch, overwrite)
-                added, skipped, batch = added + done, skipped + passed, []
-        if batch:
-            done, passed = self._add_batch(batch, overwrite)
-            added, skipped = added + done, skipped + passed
+        self.flush()  # access notes first, outside the lock (see access.py)
+        added = skipped = handled = 0
+        scheduled: set[tuple[str, str]] = set()
+        waiting: tuple[list[MemoryRecord], Future[Any]] | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vecmem-embed") as embedding:
+            for batch in _batches(records, WRITE_BATCH):
+                fresh = self._unseen(batch, overwrite, scheduled)
+                skipped += len(batch) - len(fresh)
+                handled += len(batch)
+                future = embedding.submit(self.embedder.embed_documents, [r.content for r in fresh])
+                if waiting is not None:
+                    added += self._store_embedded(*waiting)
+                    if progress is not None:
+                        progress(handled - len(batch))
+                waiting = (fresh, future)
+            if waiting is not None:
+                added += self._store_embedded(*waiting)
+        if progress is not None:
+            progress(handled)
         return ImportReport(added=added, skipped=skipped)
 
-    def _add_batch(self, batch: list[MemoryRecord], overwrite: bool) -> tuple[int, int]:
+    def _unseen(
+        self, batch: list[MemoryRecord], overwrite: bool, scheduled: set[tuple[str, str]]
+    ) -> list[MemoryRecord]:
+        """The records of a batch to write: new ones (or all, with ``overwrite``), the last of repeated ids."""
         unique: dict[tuple[str, str], MemoryRecord] = {}
-        for record in batch:  # the last line wins when a file repeats an id
+        for record in batch:
             unique[(record.user_id, record.id)] = record
-        with self._lock:
-            to_write: list[MemoryRecord] = []
-            by_user: dict[str, list[MemoryRecord]] = {}
-            for record in unique.values():
+        by_user: dict[str, list[MemoryRecord]] = {}
+        for key, record in unique.items():
+            if overwrite or key not in scheduled:
                 by_user.setdefault(record.user_id, []).append(record)
-            for user, records in by_user.items():
-                existing = self._store.get(user, [r.id for r in records]) if not overwrite else {}
-                to_write.extend(r for r in records if r.id not in existing)
-            self._write(to_write)
-        return len(to_write), len(batch) - len(to_write)
+        fresh: list[MemoryRecord] = []
+        for user, candidates in by_user.items():
+            existing = {} if overwrite else self._store.get(user, [r.id for r in candidates])
+            fresh.extend(r for r in candidates if r.id not in existing)
+        scheduled.update((r.user_id, r.id) for r in fresh)
+        return fresh
 
-    def _write(self, records: Sequence[MemoryRecord]) -> None:
-        """Embed, tokenize and store records (of any users): vector and keywords in one write per user."""
+    def _store_embedded(self, records: list[MemoryRecord], vectors: Future[Any]) -> int:
+        embedded = vectors.result()
+        if records:
+            with self._lock:
+                self._write(records, vectors=embedded)
+        return len(records)
+
+    def _write(self, records: Sequence[MemoryRecord], *, vectors: Any = None) -> None:
+        """Embed (unless ``vectors`` are given), tokenize and store records of any users: vector and keywords
+        in one write per user."""
         if not records:
             return
-        vectors = self.embedder.embed_documents([r.content for r in records])
+        if vectors is None:
+            vectors = self.embedder.embed_documents([r.content for r in records])
         tokens = [memory_tokens(r) for r in records]
         by_user: dict[str, list[int]] = {}
         for index, record in enumerate(records):
             by_user.setdefault(record.user_id, []).append(index)
         for user, indexes in by_user.items():
-            self._store.upsert(user, [records[i] for i in indexes], vectors[indexes], [tokens[i] for i in indexes])
-            keyword_index = self._keyword_indexes.get(user)
-            if keyword_index is not None:
-                for i in indexes:
-                    keyword_index.put(records[i].id, IndexedMemory.of(records[i], tokens[i]))
+            written, words = [records[i] for i in indexes], [tokens[i] for i in indexes]
+            self._store.upsert(user, written, vectors[indexes], words)
+            self._retriever.on_written(user, written, words)
 
     def _rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
         """Store changed fields of memories whose content, tags and context (so vector and keywords) stay."""
         self._store.update_metadata(user, records)
-        keyword_index = self._keyword_indexes.get(user)
-        if keyword_index is not None:
-            keyword_index.refresh_filters(records)
+        self._retriever.on_fields_changed(user, records)
 
     def update(
         self,
@@ -215,6 +239,7 @@ class MemoryBank:
         context: str | None = None,
     ) -> MemoryRecord:
         """Change fields of a memory; new content, tags or context are re-embedded and re-indexed."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         changes: dict[str, object] = {}
         for name, value in (
             ("content", content),
@@ -227,7 +252,7 @@ class MemoryBank:
             if value is not None:
                 changes[name] = value
         with self._lock:
-            record = self.get(memory_id, user_id=user_id)
+            record = self._get(memory_id, user_id=user_id)
             updated = record.with_changes(**changes)
             if (updated.content, updated.tags, updated.context) != (record.content, record.tags, record.context):
                 self._write([updated])
@@ -237,9 +262,10 @@ class MemoryBank:
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         with self._lock:
-            old = self.get(old_id, user_id=user_id)
-            newer = self.get(new_id, user_id=user_id)
+            old = self._get(old_id, user_id=user_id)
+            newer = self._get(new_id, user_id=user_id)
             if old.id == newer.id:
                 raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
             if old.id in self._chain_from(newer):
@@ -251,7 +277,8 @@ class MemoryBank:
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryRecord]:
         """Every memory linked to this one by supersession, each before the memory that replaced it
         (the live one, with no superseded_by, comes last)."""
-        start = self.get(memory_id, user_id=user_id)
+        self.flush()  # access notes first, outside the lock (see access.py)
+        start = self._get(memory_id, user_id=user_id)
         seen: dict[str, MemoryRecord] = {start.id: start}
         frontier = [start]
         while frontier:
@@ -268,8 +295,9 @@ class MemoryBank:
     def restore(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Undo a supersession: this memory is live again, and the live memory that replaced it is now
         superseded by it (so one memory of the chain is live). Returns the restored memory."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         with self._lock:
-            record = self.get(memory_id, user_id=user_id)
+            record = self._get(memory_id, user_id=user_id)
             if not record.superseded:
                 raise InvalidInputError("id", f"{record.id} is not superseded; there is nothing to restore")
             chain = self._chain_from(record)
@@ -292,17 +320,20 @@ class MemoryBank:
 
     def forget(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Delete a memory for good; returns what was deleted."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         with self._lock:
-            record = self.get(memory_id, user_id=user_id)
+            record = self._get(memory_id, user_id=user_id)
             self._store.delete(record.user_id, [record.id])
-            keyword_index = self._keyword_indexes.get(record.user_id)
-            if keyword_index is not None:
-                keyword_index.remove([record.id])
+            self._retriever.on_forgotten(record.user_id, [record.id])
         return record
 
     # ------------------------------------------------------------------------------------------ reading
 
     def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        self.flush()
+        return self._get(memory_id, user_id=user_id)
+
+    def _get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         user = self._user(user_id)
         memory_id = validate_identifier("id", memory_id)
         record = self._store.get(user, [memory_id]).get(memory_id)
@@ -320,6 +351,7 @@ class MemoryBank:
         limit: int | None = None,
     ) -> list[MemoryRecord]:
         """Memories of a user, newest first. With ``session_id``: what that session sees (global + its own)."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         memory_filter = MemoryFilter(
             session_id=session_id,
             all_sessions=session_id is None,
@@ -358,99 +390,39 @@ class MemoryBank:
             raise InvalidInputError("k", f"must be a positive integer, got {k!r}")
         user = self._user(user_id)
         memory_filter = MemoryFilter(session_id=session_id, types=_type_set(types))
-        hits = self._rank(query, k, user, memory_filter)
+        hits = self._retriever.rank(query, k, user, memory_filter, self._clock())
         if record_access:
             self._record_access(hits)
         return hits
 
-    def _rank(self, query: str, k: int, user: str, memory_filter: MemoryFilter) -> list[Hit]:
-        settings = self.settings
-        now = self._clock()
-        if not query.strip():
-            return rank_by_importance(
-                self._store.scan(user, memory_filter),
-                now=now,
-                weights=settings.weights,
-                decay_per_day=settings.recency_decay_per_day,
-            )[:k]
-        stored = self._store.count(user)
-        if stored == 0:
-            return []
-        wanted = min(stored, max(k * settings.overfetch_factor, settings.min_candidates))
-        mode = settings.search_mode
-        utterances = split_dialogue(query)
-        found: dict[str, MemoryRecord] = {}
-        dense: dict[str, float] = {}
-        vector = None
-        if mode != "keyword":
-            vector = self._query_vector(query, utterances)
-            for record, cosine in self._store.query(user, vector, wanted, memory_filter):
-                found[record.id] = record
-                dense[record.id] = cosine
-        keyword: dict[str, float] = {}
-        if mode != "dense":
-            keyword = self._keyword_index(user).scores(_query_parts(query, utterances), memory_filter)
-            missing = [i for i in heapq.nlargest(wanted, keyword, key=keyword.__getitem__) if i not in found]
-            if missing:
-                found.update(self._store.get(user, missing))
-                if vector is not None:
-                    for memory_id, embedding in self._store.embeddings(user, missing).items():
-                        dense[memory_id] = float(embedding @ vector)
-        best_keyword = max(keyword.values(), default=0.0)
-        candidates: list[tuple[MemoryRecord, float]] = []
-        parts: dict[str, tuple[float | None, float | None]] = {}
-        for memory_id, record in found.items():
-            if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
-                continue
-            cosine = None if vector is None else min(1.0, max(0.0, dense.get(memory_id, 0.0)))
-            relative = None if mode == "dense" else (keyword.get(memory_id, 0.0) / best_keyword if best_keyword else 0.0)
-            if cosine is None:
-                similarity = relative or 0.0
-            elif relative is None:
-                similarity = cosine
-            else:
-                similarity = settings.dense_weight * cosine + (1 - settings.dense_weight) * relative
-            candidates.append((record, similarity))
-            parts[memory_id] = (cosine, relative)
-        hits = rerank(candidates, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
-        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1]) for hit in hits]
-
-    def _query_vector(self, query: str, utterances: list[str] | None) -> Any:
-        """The query embedding; for a dialogue, the recency-weighted mean of its utterances (latest counts most:
-        a long dialogue would otherwise be cut to its first 256 tokens by the model)."""
-        if utterances is None:
-            return self.embedder.embed_query(query)
-        vectors = self.embedder.embed_queries(utterances)
-        mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
-        norm = float(np.linalg.norm(mean))
-        return mean / norm if norm else mean
-
-    def _keyword_index(self, user: str) -> KeywordIndex:
-        """The user's keyword index, loaded from the store on first use and whenever another process changed
-        how many memories there are."""
-        with self._lock:
-            keyword_index = self._keyword_indexes.get(user)
-            if keyword_index is None or len(keyword_index) != self._store.count(user):
-                keyword_index = KeywordIndex()
-                keyword_index.replace_all(
-                    (record.id, IndexedMemory.of(record, tokens if tokens is not None else memory_tokens(record)))
-                    for record, tokens in self._store.scan_keywords(user)
-                )
-                self._keyword_indexes[user] = keyword_index
-            return keyword_index
-
     def _record_access(self, hits: Sequence[Hit]) -> None:
-        if not hits:
-            return
-        now = self._clock()
+        if hits:
+            self._access.note(hits[0].record.user_id, [hit.id for hit in hits], self._clock())
+
+    def _write_access(self, user: str, entries: dict[str, PendingAccess]) -> None:
+        """Store coalesced access notes (called by the AccessLog, never with the bank's lock held)."""
         with self._lock:
-            user = hits[0].record.user_id
-            current = self._store.get(user, [hit.id for hit in hits])
-            touched = [
-                record.with_changes(access_count=record.access_count + 1, last_accessed=now)
-                for record in current.values()
-            ]
-            self._rewrite_fields(user, touched)
+            current = self._store.get(user, list(entries))
+            touched = []
+            for memory_id, record in current.items():
+                entry = entries[memory_id]
+                last = entry.last if record.last_accessed is None else max(record.last_accessed, entry.last)
+                touched.append(record.with_changes(access_count=record.access_count + entry.count, last_accessed=last))
+            self._store.update_metadata(user, touched)
+
+    def flush(self) -> None:
+        """Write access statistics that searches noted; reads and writes of the bank do this themselves."""
+        self._access.flush()
+
+    def close(self) -> None:
+        """Write what is waiting. Every memory is already durable; only access statistics can wait (access.py)."""
+        self.flush()
+
+    def __enter__(self) -> "MemoryBank":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def build_context(
         self,
@@ -500,6 +472,7 @@ class MemoryBank:
 
     def stats(self, *, user_id: str | None = None) -> StoreStats:
         """Counts by type and scope, for one user or (``user_id=None``) the whole store."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         every_user = self.users()
         users = every_user if user_id is None else [self._user(user_id)]
         by_type = dict.fromkeys(MEMORY_TYPES, 0)
@@ -528,13 +501,19 @@ class MemoryBank:
 
     def export(self, *, user_id: str | None = None) -> Iterator[MemoryRecord]:
         """Every memory (superseded ones included) of one user, or of every user when ``user_id`` is None."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         users = self.users() if user_id is None else [self._user(user_id)]
         for user in users:
             records = self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True))
             yield from sorted(records, key=lambda r: (r.created_at, r.id))
 
     def import_jsonl(
-        self, lines: Iterable[str], *, user_id: str | None = None, overwrite: bool = False
+        self,
+        lines: Iterable[str],
+        *,
+        user_id: str | None = None,
+        overwrite: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> ImportReport:
         """Import JSON Lines (the `vecmem export` format). Bad lines are reported by number; good ones imported.
 
@@ -555,7 +534,7 @@ class MemoryBank:
                 except (ValueError, VecmemError) as exc:  # json.JSONDecodeError is a ValueError
                     errors.append((number, str(exc)))
 
-        report = self.add_records(parsed(), overwrite=overwrite)
+        report = self.add_records(parsed(), overwrite=overwrite, progress=progress)
         return ImportReport(added=report.added, skipped=report.skipped, errors=tuple(errors))
 
     def _parse_line(self, line: str, forced_user: str | None, default_user: str) -> MemoryRecord:
@@ -575,6 +554,7 @@ class MemoryBank:
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Re-embed every memory of every user with the configured model; returns memories per user."""
+        self.flush()  # access notes first, outside the lock (see access.py)
         dimension = self.embedder.dimension
         done: dict[str, int] = {}
         with self._lock:
@@ -587,7 +567,7 @@ class MemoryBank:
                     progress=progress,
                 )
             self._store.finish_rebuild(dimension)
-            self._keyword_indexes.clear()
+            self._retriever.clear()
         return done
 
     # ------------------------------------------------------------------------------------------ helpers
@@ -603,6 +583,17 @@ class MemoryBank:
 def _text_for_id(content: object) -> str:
     # MemoryRecord validates the content; here only a string is needed to derive the id.
     return content if isinstance(content, str) else ""
+
+
+def _batches(items: Iterable[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:
+    batch: list[MemoryRecord] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _replaced_first(records: dict[str, MemoryRecord]) -> list[MemoryRecord]:
@@ -623,13 +614,6 @@ def _replaced_first(records: dict[str, MemoryRecord]) -> list[MemoryRecord]:
                 ready.append(records[successor])
     leftover = [r for r in records.values() if r not in ordered]  # only a corrupt, cyclic chain leaves any
     return ordered + sorted(leftover, key=lambda r: (r.created_at, r.id))
-
-
-def _query_parts(query: str, utterances: list[str] | None) -> list[tuple[list[str], float]]:
-    if utterances is None:
-        return [(tokenize(query), 1.0)]
-    weights = recency_weights(len(utterances), DIALOGUE_KEYWORD_DECAY)
-    return [(tokenize(text), float(weight)) for text, weight in zip(utterances, weights, strict=True)]
 
 
 def _type_set(types: Iterable[str] | str | None) -> frozenset[str] | None:

@@ -347,8 +347,17 @@ class _Commands:
         return EXIT_OK
 
     def cmd_import(self) -> int:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
         path = self.args.file
-        report = self.bank().import_jsonl(_read_lines(path), user_id=self.user, overwrite=self.args.overwrite)
+        lines = _read_lines(path)
+        bank = self.bank()
+        columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(file=self.err), transient=True) as bar:
+            task = bar.add_task("import", total=sum(1 for line in lines if line.strip()))
+            report = bank.import_jsonl(lines, user_id=self.user, overwrite=self.args.overwrite,
+                                       progress=lambda done: bar.update(task, completed=done))
         for number, message in report.errors:
             print(f"vecmem: {path}:{number}: {message}", file=self.err)
         print(f"imported {report.added} memories ({report.skipped} skipped, {len(report.errors)} bad lines)",

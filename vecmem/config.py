@@ -48,6 +48,7 @@ ENV_VARS = {
     "tokenizer": "VECMEM_TOKENIZER",
     "search_mode": "VECMEM_SEARCH_MODE",
     "dense_weight": "VECMEM_DENSE_WEIGHT",
+    "index_check_seconds": "VECMEM_INDEX_CHECK_SECONDS",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
     "chat_model": "VECMEM_CHAT_MODEL",
@@ -126,6 +127,7 @@ class Settings:
     tokenizer: str = "cl100k_base"
     search_mode: str = "hybrid"  # "dense", "keyword" or "hybrid"
     dense_weight: float = 0.6  # hybrid similarity = w·cosine + (1 - w)·keyword
+    index_check_seconds: float = 5.0  # how often a keyword index is checked against other processes' writes
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
@@ -164,6 +166,7 @@ class Settings:
             raise ConfigError(f"{_label('search_mode')} must be one of {', '.join(SEARCH_MODES)}, got {self.search_mode!r}")
         if not isinstance(self.dense_weight, (int, float)) or not 0.0 <= self.dense_weight <= 1.0:
             raise ConfigError(f"{_label('dense_weight')} must be between 0 and 1, got {self.dense_weight!r}")
+        _check_non_negative("index_check_seconds", self.index_check_seconds)
         if not 0.0 <= self.supersede_threshold <= 1.0:
             raise ConfigError(f"{_label('supersede_threshold')} must be between 0 and 1, got {self.supersede_threshold!r}")
         if self.openai_base_url is not None:
@@ -224,6 +227,7 @@ class Settings:
             tokenizer=reader.text("VECMEM_TOKENIZER") or "cl100k_base",
             search_mode=(reader.text("VECMEM_SEARCH_MODE") or "hybrid").lower(),
             dense_weight=reader.number("VECMEM_DENSE_WEIGHT", float, 0.6),
+            index_check_seconds=reader.number("VECMEM_INDEX_CHECK_SECONDS", float, 5.0),
             openai_api_key=reader.text("OPENAI_API_KEY"),
             openai_base_url=reader.text("OPENAI_BASE_URL"),
             chat_model=reader.text("VECMEM_CHAT_MODEL") or "gpt-4o-mini",

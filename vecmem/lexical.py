@@ -27,7 +27,7 @@ import numpy as np
 
 from .models import MemoryFilter, MemoryRecord
 
-__all__ = ["tokenize", "memory_tokens", "KeywordIndex", "IndexedMemory", "split_dialogue"]
+__all__ = ["warm_up", "tokenize", "memory_tokens", "KeywordIndex", "KeywordResult", "FilterView", "IndexedMemory", "split_dialogue"]
 
 K1 = 1.2
 B = 0.5
@@ -72,6 +72,13 @@ def _jieba() -> object:
             jieba.setLogLevel(logging.WARNING)
             _tools["jieba"] = jieba
         return _tools["jieba"]
+
+
+def warm_up() -> None:
+    """Load what tokenizing needs (jieba's dictionary takes about 0.7 s) before the first query needs it."""
+    _stemmer()
+    _stopwords()
+    _jieba().lcut("预热")  # type: ignore[attr-defined]
 
 
 def tokenize(text: str) -> list[str]:
@@ -135,92 +142,258 @@ class IndexedMemory:
     def of(cls, record: MemoryRecord, tokens: Sequence[str]) -> "IndexedMemory":
         return cls(tuple(tokens), record.scope, record.type, record.superseded)
 
-    def visible(self, memory_filter: MemoryFilter) -> bool:
-        if self.superseded and not memory_filter.include_superseded:
-            return False
-        if memory_filter.types is not None and self.type not in memory_filter.types:
-            return False
-        scopes = memory_filter.scopes
-        return scopes is None or self.scope in scopes
+
+_TYPE_CODES = {name: code for code, name in enumerate(("fact", "preference", "instruction", "conclusion"))}
+
+
+class FilterView:
+    """One search's view of the index: which memories a filter lets through (computed once per search)."""
+
+    def __init__(
+        self, mask: np.ndarray, slots: dict[str, int], memory_filter: MemoryFilter, generation: int, ids: np.ndarray
+    ) -> None:
+        self.mask = mask
+        self._ids = ids  # slot -> id, as a numpy object array
+        self._slots = slots  # the index's live id -> slot map, not a copy (a copy costs ms at 100,000)
+        self.memory_filter = memory_filter
+        self.generation = generation  # slots are renumbered by a rebuild; a view from before it is redone
+
+    @property
+    def fraction(self) -> float:
+        """Share of the indexed memories the filter lets through."""
+        return float(self.mask.mean()) if self.mask.size else 1.0
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())
+
+    def visible_ids(self) -> list[str]:
+        """Every memory the filter lets through (to restrict a vector search to them)."""
+        return self._ids[: self.mask.size][self.mask].tolist()
+
+    def visible(self, memory_id: str) -> bool | None:
+        """Whether the filter lets the memory through; None for a memory the index does not know yet."""
+        slot = self._slots.get(memory_id)
+        if slot is None or slot >= self.mask.size:
+            return None
+        return bool(self.mask[slot])
+
+
+class KeywordResult:
+    """Keyword scores of one query over the memories a filter lets through."""
+
+    def __init__(self, top: list[tuple[str, float]], best: float, lookup: dict[str, int], scores: np.ndarray) -> None:
+        self.top = top  # the best-scoring visible memories, best first
+        self.best = best  # the highest visible score (0 when nothing matched)
+        self._lookup = lookup
+        self._scores = scores  # per slot, 0 where the filter hides the memory
+
+    def score_of(self, memory_id: str) -> float:
+        slot = self._lookup.get(memory_id)
+        return 0.0 if slot is None else float(self._scores[slot])
 
 
 class KeywordIndex:
-    """BM25 over one user's memories. Edits are cheap; the bm25s index is rebuilt lazily on the next search."""
+    """BM25 over one user's memories, filtered with numpy masks.
 
-    def __init__(self, k1: float = K1, b: float = B) -> None:
+    A bm25s model covers the memories present at the last build ("main"); memories added or changed since
+    live in a small delta scored with the same Lucene BM25 formula and the main model's statistics (document
+    frequencies, average length), so a write never forces a rebuild. When the delta passes 10% of main (at
+    least 512 memories), the next search rebuilds main from everything alive.
+    """
+
+    def __init__(self, k1: float = K1, b: float = B, *, merge_fraction: float = 0.1, min_merge: int = 512) -> None:
         self.k1 = k1
         self.b = b
-        self._items: dict[str, IndexedMemory] = {}
-        self._ids: list[str] = []
-        self._bm25: object | None = None
+        self.merge_fraction = merge_fraction
+        self.min_merge = min_merge
         self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids: list[str] = []  # slot -> memory id
+        self._ids_array: np.ndarray | None = None
+        self._tokens: list[tuple[str, ...]] = []
+        self._slot: dict[str, int] = {}  # live memory id -> slot
+        self._alive = np.zeros(0, dtype=bool)
+        self._superseded = np.zeros(0, dtype=bool)
+        self._type = np.zeros(0, dtype=np.int8)
+        self._scope = np.zeros(0, dtype=np.int32)
+        self._scope_codes: dict[str, int] = {"global": 0}
+        self._main_size = 0
+        self._generation = getattr(self, "_generation", 0) + 1
+        self._model: object | None = None
+        self._df: dict[str, int] = {}
+        self._avgdl = 1.0
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._slot)
 
     def __contains__(self, memory_id: object) -> bool:
-        return memory_id in self._items
+        return memory_id in self._slot
+
+    # ------------------------------------------------------------------------------------------ edits
 
     def replace_all(self, items: Iterable[tuple[str, IndexedMemory]]) -> None:
         with self._lock:
-            self._items = dict(items)
-            self._bm25 = None
+            self._reset()
+            for memory_id, item in items:
+                self._append(memory_id, item)
+            self._rebuild()
 
     def put(self, memory_id: str, item: IndexedMemory) -> None:
         with self._lock:
-            previous = self._items.get(memory_id)
-            self._items[memory_id] = item
-            if previous is None or previous.tokens != item.tokens:
-                self._bm25 = None  # only a change of words needs a new BM25 model; filters are read live
+            slot = self._slot.get(memory_id)
+            if slot is not None and self._tokens[slot] == item.tokens:
+                self._set_filters(slot, item.scope, item.type, item.superseded)
+                return
+            if slot is not None:
+                self._alive[slot] = False
+            self._append(memory_id, item)
 
     def refresh_filters(self, records: Iterable[MemoryRecord]) -> None:
         """New scope, type or superseded state for memories whose words did not change."""
         with self._lock:
             for record in records:
-                item = self._items.get(record.id)
-                if item is not None:
-                    self._items[record.id] = IndexedMemory.of(record, item.tokens)
+                slot = self._slot.get(record.id)
+                if slot is not None:
+                    self._set_filters(slot, record.scope, record.type, record.superseded)
 
     def remove(self, memory_ids: Iterable[str]) -> None:
         with self._lock:
             for memory_id in memory_ids:
-                if self._items.pop(memory_id, None) is not None:
-                    self._bm25 = None
+                slot = self._slot.pop(memory_id, None)
+                if slot is not None:
+                    self._alive[slot] = False
 
-    def scores(
-        self, query_parts: Sequence[tuple[Sequence[str], float]], memory_filter: MemoryFilter
-    ) -> dict[str, float]:
-        """BM25 of every visible memory with a positive score; ``query_parts`` are (tokens, weight) pairs
-        whose scores are averaged by weight (one part for a plain query, one per utterance for a dialogue)."""
-        with self._lock:
-            model = self._model()
-            ids = self._ids
-            items = self._items
-        if model is None or not any(tokens for tokens, _ in query_parts):
-            return {}
-        total = np.zeros(len(ids), dtype=np.float64)
-        weight_sum = 0.0
-        for tokens, weight in query_parts:
-            weight_sum += weight
-            if tokens:
-                total += weight * model.get_scores(list(tokens))  # type: ignore[attr-defined]
-        if weight_sum > 0:
-            total /= weight_sum
-        found = {}
-        for position in np.flatnonzero(total > 0):
-            memory_id = ids[position]
-            if items[memory_id].visible(memory_filter):
-                found[memory_id] = float(total[position])
-        return found
+    def _append(self, memory_id: str, item: IndexedMemory) -> None:
+        slot = len(self._ids)
+        if slot >= len(self._alive):  # grow the per-slot arrays by doubling
+            size = max(64, 2 * len(self._alive))
+            self._alive = np.resize(self._alive, size)
+            self._alive[slot:] = False
+            self._superseded = np.resize(self._superseded, size)
+            self._type = np.resize(self._type, size)
+            self._scope = np.resize(self._scope, size)
+        self._ids.append(memory_id)
+        self._tokens.append(item.tokens)
+        self._slot[memory_id] = slot
+        self._alive[slot] = True
+        self._set_filters(slot, item.scope, item.type, item.superseded)
 
-    def _model(self) -> object | None:
-        """The bm25s model over the current items (caller holds the lock)."""
-        if self._bm25 is None and self._items:
+    def _set_filters(self, slot: int, scope: str, memory_type: str, superseded: bool) -> None:
+        self._scope[slot] = self._scope_codes.setdefault(scope, len(self._scope_codes))
+        self._type[slot] = _TYPE_CODES[memory_type]
+        self._superseded[slot] = superseded
+
+    def _rebuild(self) -> None:
+        """Compact to the live memories and build the bm25s model over all of them (caller holds the lock)."""
+        live = [slot for slot in range(len(self._ids)) if self._alive[slot]]
+        ids = [self._ids[slot] for slot in live]
+        tokens = [self._tokens[slot] for slot in live]
+        superseded, types, scopes = self._superseded[live], self._type[live], self._scope[live]
+        size = max(64, len(live))
+        self._ids, self._tokens = ids, tokens
+        self._ids_array = None
+        self._slot = {memory_id: slot for slot, memory_id in enumerate(ids)}
+        self._alive = np.zeros(size, dtype=bool)
+        self._alive[: len(live)] = True
+        self._superseded = np.resize(superseded, size)
+        self._type = np.resize(types, size)
+        self._scope = np.resize(scopes, size)
+        self._main_size = len(live)
+        self._generation += 1
+        self._model = None
+        self._df = {}
+        if live:
             import bm25s
 
-            self._ids = list(self._items)
-            corpus = [list(self._items[memory_id].tokens) for memory_id in self._ids]
-            model = bm25s.BM25(k1=self.k1, b=self.b)
-            model.index(corpus, show_progress=False)
-            self._bm25 = model
-        return self._bm25
+            model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+            model.index([list(t) for t in tokens], show_progress=False)
+            self._model = model
+            for doc in tokens:
+                for token in set(doc):
+                    self._df[token] = self._df.get(token, 0) + 1
+            self._avgdl = max(1.0, sum(len(doc) for doc in tokens) / len(tokens))
+
+    # ------------------------------------------------------------------------------------------ search
+
+    def _id_array(self) -> np.ndarray:
+        """The slot -> id list as a numpy array, remade only after memories were added (caller holds the lock)."""
+        if self._ids_array is None or len(self._ids_array) != len(self._ids):
+            self._ids_array = np.array(self._ids, dtype=object)
+        return self._ids_array
+
+    def _mask(self, memory_filter: MemoryFilter) -> np.ndarray:
+        count = len(self._ids)
+        mask = self._alive[:count].copy()
+        if not memory_filter.include_superseded:
+            mask &= ~self._superseded[:count]
+        if memory_filter.types is not None:
+            mask &= np.isin(self._type[:count], [_TYPE_CODES[t] for t in memory_filter.types])
+        scopes = memory_filter.scopes
+        if scopes is not None:
+            codes = [self._scope_codes[s] for s in scopes if s in self._scope_codes]
+            mask &= np.isin(self._scope[:count], codes)
+        return mask
+
+    def view(self, memory_filter: MemoryFilter) -> FilterView:
+        """The filter's mask over the index, for one search (merges a large delta first)."""
+        with self._lock:
+            pending = len(self._ids) - self._main_size
+            if pending > max(self.min_merge, self.merge_fraction * self._main_size):
+                self._rebuild()
+            return FilterView(self._mask(memory_filter), self._slot, memory_filter, self._generation, self._id_array())
+
+    def search(
+        self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView | MemoryFilter, top_n: int
+    ) -> KeywordResult:
+        """BM25 of the memories the view (or filter) lets through. ``query_parts`` are (tokens, weight) pairs
+        whose scores are averaged by weight: one part for a plain query, one per utterance for a dialogue."""
+        if isinstance(view, MemoryFilter):
+            view = self.view(view)
+        with self._lock:
+            if view.generation != self._generation:
+                view = FilterView(self._mask(view.memory_filter), self._slot, view.memory_filter, self._generation,
+                                  self._id_array())
+            count = min(len(self._ids), view.mask.size)
+            total = np.zeros(count, dtype=np.float64)
+            weight_sum = sum(weight for _, weight in query_parts)
+            for tokens, weight in query_parts:
+                if not tokens or weight <= 0:
+                    continue
+                if self._model is not None and self._main_size:
+                    total[: self._main_size] += weight * self._model.get_scores(list(tokens))  # type: ignore[attr-defined]
+                if count > self._main_size:
+                    total[self._main_size :] += weight * self._delta_scores(tokens, range(self._main_size, count))
+            if weight_sum > 0:
+                total /= weight_sum
+            total[~view.mask[:count]] = 0.0
+            lookup = self._slot
+            ids = self._ids
+        positive = np.flatnonzero(total > 0)
+        if positive.size > top_n:
+            positive = positive[np.argpartition(-total[positive], top_n - 1)[:top_n]]
+        ordered = positive[np.argsort(-total[positive], kind="stable")]
+        top = [(ids[slot], float(total[slot])) for slot in ordered]
+        return KeywordResult(top, top[0][1] if top else 0.0, lookup, total)
+
+    def _delta_scores(self, tokens: Sequence[str], slots: range) -> np.ndarray:
+        """Lucene BM25 of the delta memories, with the main model's document frequencies and average length."""
+        n = max(1, self._main_size)
+        weight: dict[str, float] = {}  # idf times how often the query repeats the token, as bm25s counts it
+        for token in tokens:
+            df = self._df.get(token, 0)
+            weight[token] = weight.get(token, 0.0) + float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+        scores = np.zeros(len(slots), dtype=np.float64)
+        for position, slot in enumerate(slots):
+            doc = self._tokens[slot]
+            if not doc:
+                continue
+            norm = self.k1 * (1 - self.b + self.b * len(doc) / self._avgdl)
+            counts: dict[str, int] = {}
+            for token in doc:
+                if token in weight:
+                    counts[token] = counts.get(token, 0) + 1
+            scores[position] = sum(weight[t] * c / (c + norm) for t, c in counts.items())
+        return scores

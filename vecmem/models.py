@@ -206,6 +206,15 @@ class MemoryRecord:
         for name, value in normalised.items():
             object.__setattr__(self, name, value)
 
+    @classmethod
+    def trusted(cls, **fields: Any) -> "MemoryRecord":
+        """Build a record from values the store already validated on the way in, without checking them again
+        (reading rows back is on the search hot path). Everything else goes through the constructor."""
+        record = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(record, name, value)
+        return record
+
     @property
     def session_id(self) -> str | None:
         """The session this memory is scoped to, or None for a global memory."""

@@ -193,6 +193,7 @@ class TestPersistenceAndModel:
         first = make_bank()
         record = first.add("persist me", memory_type="instruction", tags=["x"], session_id="s1", importance=0.8)
         first.search("persist me", 1, session_id="s1")
+        first.close()  # access statistics are written behind; closing writes them
         reopened = make_bank()
         stored = reopened.get(record.id)
         assert stored.content == "persist me" and stored.tags == ("x",) and stored.scope == "s1"
@@ -345,6 +346,24 @@ def test_list_filters(bank):
     assert len(bank.list_memories(limit=2)) == 2
     with pytest.raises(InvalidInputError):
         bank.list_memories(limit=0)
+
+
+def test_access_statistics_are_written_behind_and_never_lost(make_bank, clock):
+    first = make_bank()
+    record = first.add("write behind me")
+    for _ in range(3):
+        first.search("write behind me", 1)
+    other = make_bank()  # another bank (or process) sees the notes once they are written
+    assert other.get(record.id).access_count == 0
+    assert first.get(record.id).access_count == 3  # a read of the same bank writes them first
+    assert other.get(record.id).access_count == 3
+    first.search("write behind me", 1)
+    import time
+
+    deadline = time.monotonic() + 5
+    while other.get(record.id).access_count != 4:  # the background writer gets there within a second
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
 
 
 def test_a_shared_bank_is_safe_across_threads(bank):

@@ -40,42 +40,83 @@ def record(memory_id, content, scope="global", memory_type="fact", superseded_by
     return MemoryRecord(id=memory_id, content=content, scope=scope, type=memory_type, superseded_by=superseded_by)
 
 
-def index_of(*records):
-    index = KeywordIndex()
+def index_of(*records, **options):
+    index = KeywordIndex(**options)
     index.replace_all((r.id, IndexedMemory.of(r, memory_tokens(r))) for r in records)
     return index
 
 
-def test_scores_respect_the_isolation_filter():
+def found(index, text, memory_filter=None, top_n=50):
+    result = index.search([(tokenize(text), 1.0)], memory_filter or MemoryFilter(), top_n)
+    return {memory_id for memory_id, _ in result.top}
+
+
+def test_search_respects_the_isolation_filter():
     index = index_of(
         record("g", "green tea every morning"),
         record("s1", "green tea in session one", scope="s1"),
         record("old", "green tea forever", superseded_by="g"),
         record("pref", "green tea preference", memory_type="preference"),
     )
-    query = [(tokenize("green tea"), 1.0)]
-    assert set(index.scores(query, MemoryFilter())) == {"g", "pref"}
-    assert set(index.scores(query, MemoryFilter(session_id="s1"))) == {"g", "s1", "pref"}
-    assert set(index.scores(query, MemoryFilter(types=frozenset({"preference"})))) == {"pref"}
-    assert "old" in index.scores(query, MemoryFilter(include_superseded=True, all_sessions=True))
+    assert found(index, "green tea") == {"g", "pref"}
+    assert found(index, "green tea", MemoryFilter(session_id="s1")) == {"g", "s1", "pref"}
+    assert found(index, "green tea", MemoryFilter(types=frozenset({"preference"}))) == {"pref"}
+    assert "old" in found(index, "green tea", MemoryFilter(include_superseded=True, all_sessions=True))
+    assert index.view(MemoryFilter()).fraction == 0.5
+    assert index.view(MemoryFilter()).visible("g") is True and index.view(MemoryFilter()).visible("s1") is False
+    assert index.view(MemoryFilter()).visible("unknown") is None
+    assert found(index, "green tea", MemoryFilter(session_id="never-seen")) == {"g", "pref"}
+
+
+def test_result_best_top_and_lookup():
+    index = index_of(record("a", "apples apples"), record("b", "apples and pears"), record("c", "bananas"))
+    result = index.search([(tokenize("apples"), 1.0)], MemoryFilter(), 1)
+    assert [memory_id for memory_id, _ in result.top] == ["a"] and result.best == result.top[0][1]
+    assert 0 < result.score_of("b") < result.best and result.score_of("c") == 0 and result.score_of("zz") == 0
 
 
 def test_edits_keep_the_index_in_step():
     index = index_of(record("a", "apples"), record("b", "bananas"))
-    query = [(tokenize("apples"), 1.0)]
-    assert set(index.scores(query, MemoryFilter())) == {"a"}
+    assert found(index, "apples") == {"a"}
     index.put("c", IndexedMemory.of(record("c", "apples and pears"), tokenize("apples and pears")))
-    assert set(index.scores(query, MemoryFilter())) == {"a", "c"}
+    assert found(index, "apples") == {"a", "c"}
     index.remove(["a"])
-    assert set(index.scores(query, MemoryFilter())) == {"c"}
+    assert found(index, "apples") == {"c"}
     index.refresh_filters([record("c", "apples and pears", superseded_by="b")])
-    assert index.scores(query, MemoryFilter()) == {}
-    assert len(index) == 2 and "c" in index
+    assert found(index, "apples") == set()
+    index.put("b", IndexedMemory.of(record("b", "apple pie"), tokenize("apple pie")))  # new words for b
+    assert found(index, "apple pie") == {"b"} and found(index, "bananas") == set()
+    assert len(index) == 2 and "c" in index and "a" not in index
+
+
+def test_the_delta_scores_exactly_like_bm25s_and_merges():
+    import random
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(40)]
+    docs = [record(f"d{i}", " ".join(rng.choices(words, k=rng.randint(3, 12)))) for i in range(200)]
+    whole = index_of(*docs)
+    query = [(tokenize("w1 w2 w2 w39"), 1.0)]
+    reference = whole.search(query, MemoryFilter(), 200)
+    # the formula used for the delta, applied to the main memories, gives bm25s's own scores
+    formula = whole._delta_scores(query[0][0], range(0, 200))
+    for memory_id, score in reference.top:
+        assert formula[whole._slot[memory_id]] == pytest.approx(score, rel=1e-5)
+    growing = index_of(*docs[:150], min_merge=1000)
+    for doc in docs[150:]:
+        growing.put(doc.id, IndexedMemory.of(doc, memory_tokens(doc)))
+    assert len(growing) == 200 and growing._main_size == 150  # no rebuild on writes
+    assert found(growing, "w1 w2 w39", top_n=200) == {m for m, _ in reference.top}
+    merging = index_of(*docs[:150], min_merge=10, merge_fraction=0.1)
+    for doc in docs[150:]:
+        merging.put(doc.id, IndexedMemory.of(doc, memory_tokens(doc)))
+    merged = merging.search(query, MemoryFilter(), 200)
+    assert merging._main_size == 200 and [m for m, _ in merged.top] == [m for m, _ in reference.top]
 
 
 def test_weighted_query_parts_average_their_scores():
     index = index_of(record("a", "apples"), record("b", "bananas"))
-    both = index.scores([(tokenize("apples"), 1.0), (tokenize("bananas"), 3.0)], MemoryFilter())
-    assert both["b"] == pytest.approx(3 * both["a"])
-    assert index.scores([([], 1.0)], MemoryFilter()) == {}
-    assert KeywordIndex().scores([(["x"], 1.0)], MemoryFilter()) == {}
+    both = index.search([(tokenize("apples"), 1.0), (tokenize("bananas"), 3.0)], MemoryFilter(), 5)
+    assert both.score_of("b") == pytest.approx(3 * both.score_of("a"))
+    assert index.search([([], 1.0)], MemoryFilter(), 5).top == []
+    assert KeywordIndex().search([(["x"], 1.0)], MemoryFilter(), 5).top == []

@@ -1,0 +1,329 @@
+"""Speed, memory and token figures of vecmem at scale, against Chroma's own filtered query.
+
+    python scripts/bench.py --n 100000 --queries 200            # the issue's size
+    python scripts/bench.py --n 5000 --queries 100              # make bench
+    python scripts/bench.py --corpus memories.jsonl             # your own memories (the export format)
+    python scripts/bench.py --n 20000 --locomo ../shared/data/locomo/locomo10.json --json
+
+The synthetic corpus is deterministic (``--seed``) and varied: all four types, global and session scope
+(``--sessions``), about 10% superseded, spread over ``--users``. Everything goes through the public API into a
+temporary store; the baseline opens the same Chroma collection with chromadb and runs the where-filtered
+query a naive design would use (global or this session, not superseded, the same types).
+
+Reported: ingest rate (embedding included), ``search`` latency p50/p95/p99 with the query embedding and
+without it (vectors computed beforehand), the embedding alone, ``build_context`` latency, Chroma's filtered
+query, peak RSS, bytes on disk per memory, and tokens injected per query next to the tokens of the full
+history. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from vecmem import MemoryBank, MemoryRecord, SentenceTransformerEmbedder, Settings, VecmemError
+from vecmem.store import ChromaStore
+
+TOPICS = [
+    "Python", "Rust", "TypeScript", "Go", "Kubernetes", "PostgreSQL", "Redis", "React", "Django", "pandas",
+    "the billing service", "the search API", "the mobile app", "the data pipeline", "the auth module",
+    "jazz", "hiking", "chess", "photography", "cooking", "running", "gardening", "sci-fi novels", "cycling",
+    "编程", "数据库", "前端", "机器学习", "咖啡", "旅行", "摄影", "跑步",
+]
+PLACES = ["Berlin", "Hangzhou", "Lisbon", "Toronto", "Osaka", "Nairobi", "Austin", "Melbourne", "杭州", "成都"]
+THINGS = ["laptop", "editor", "keyboard", "shell", "bike", "camera", "desk", "phone", "monitor", "backpack"]
+TEMPLATES = {
+    "fact": [
+        "The user works on {topic} at a company in {place}.",
+        "The user's {thing} is model number {n}.",
+        "The user learned {topic} in {year}.",
+        "用户在{place}负责{topic}相关的工作，编号 {n}",
+        "The user's team deploys {topic} every {day}.",
+    ],
+    "preference": [
+        "The user prefers {topic} over alternatives for project {n}.",
+        "The user likes {topic} and dislikes long meetings about it.",
+        "用户喜欢用{topic}，不喜欢繁琐的配置（{n}）",
+        "The user wants answers about {topic} to be short.",
+    ],
+    "instruction": [
+        "Always show examples in {topic} when explaining item {n}.",
+        "Never suggest {topic} for the user's {thing}.",
+        "回答关于{topic}的问题时先给结论（规则 {n}）",
+    ],
+    "conclusion": [
+        "Conclusion: the {topic} outage #{n} came from a misconfigured {thing}.",
+        "We decided to move {topic} to {place} after review {n}.",
+        "结论：{topic}的性能问题 {n} 出在缓存失效",
+    ],
+}
+QUERIES = [
+    "what do I work on in {place}?", "which {thing} do I use?", "how should you explain {topic}?",
+    "what went wrong with {topic}?", "帮我写一个{topic}的例子", "我在{place}做什么工作？", "tips for {topic}",
+]
+TYPE_SHARES = [("fact", 0.5), ("preference", 0.2), ("instruction", 0.15), ("conclusion", 0.15)]
+
+
+@dataclass
+class Query:
+    text: str
+    user_id: str
+    session_id: str | None
+    types: list[str] | None
+
+
+def synthetic_corpus(n: int, users: int, sessions: int, seed: int) -> list[MemoryRecord]:
+    rng = random.Random(seed)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    records: list[MemoryRecord] = []
+    kinds = [name for name, _ in TYPE_SHARES]
+    weights = [share for _, share in TYPE_SHARES]
+    for i in range(n):
+        kind = rng.choices(kinds, weights)[0]
+        text = rng.choice(TEMPLATES[kind]).format(
+            topic=rng.choice(TOPICS), place=rng.choice(PLACES), thing=rng.choice(THINGS), n=i,
+            year=rng.randint(2005, 2026), day=rng.choice(["Monday", "Friday", "sprint"]),
+        )
+        scope = "global" if rng.random() < 0.7 else f"session-{rng.randrange(sessions)}"
+        records.append(MemoryRecord(
+            id=f"bench-{i}", content=text, type=kind, importance=round(rng.uniform(0.2, 1.0), 2), scope=scope,
+            created_at=start + timedelta(minutes=i * 3), user_id=f"user-{i % users}", source="manual",
+            tags=[kind],
+        ))
+    # about 10% superseded, each by a later memory of the same user and type
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for index, record in enumerate(records):
+        by_key.setdefault((record.user_id, record.type), []).append(index)
+    for positions in by_key.values():
+        for a, b in zip(positions, positions[1:]):
+            if rng.random() < 0.1:
+                records[a] = records[a].with_changes(superseded_by=records[b].id)
+    return records
+
+
+def load_corpus(path: Path) -> list[MemoryRecord]:
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(MemoryRecord.from_dict(json.loads(line)))
+            except (ValueError, VecmemError) as exc:
+                raise SystemExit(f"bench: {path}:{number}: {exc}") from None
+    return records
+
+
+def make_queries(count: int, records: Sequence[MemoryRecord], seed: int) -> list[Query]:
+    rng = random.Random(seed + 1)
+    users = sorted({r.user_id for r in records})
+    sessions = sorted({r.scope for r in records if r.scope != "global"})
+    out = []
+    for _ in range(count):
+        text = rng.choice(QUERIES).format(topic=rng.choice(TOPICS), place=rng.choice(PLACES), thing=rng.choice(THINGS))
+        session = rng.choice(sessions) if sessions and rng.random() < 0.5 else None
+        types = rng.choice([None, None, None, ["preference", "instruction"], ["fact"]])
+        out.append(Query(text, rng.choice(users), session, types))
+    return out
+
+
+class PrecomputedEmbedder:
+    """The real embedder for documents; query vectors looked up from a table, to time search without them."""
+
+    def __init__(self, inner: Any, table: dict[str, np.ndarray]) -> None:
+        self._inner = inner
+        self._table = table
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._table[text]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._table[t] for t in texts])
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._inner.embed_documents(texts)
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ms = sorted(1000 * s for s in samples)
+    pick = lambda q: ms[min(len(ms) - 1, int(round(q * (len(ms) - 1))))]  # noqa: E731
+    return {"p50": round(statistics.median(ms), 2), "p95": round(pick(0.95), 2), "p99": round(pick(0.99), 2)}
+
+
+def timed(call: Any, items: Sequence[Any]) -> list[float]:
+    samples = []
+    for item in items:
+        started = time.perf_counter()
+        call(item)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def disk_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def chroma_baseline(home: Path, queries: list[Query], vectors: dict[str, np.ndarray], k: int) -> list[float]:
+    """Chroma's own where-filtered query, as a naive design would run it, on the same collection."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    client = chromadb.PersistentClient(path=str(home / "chroma"), settings=ChromaSettings(anonymized_telemetry=False))
+    samples = []
+    for query in queries:
+        collection = client.get_collection(ChromaStore.collection_name(query.user_id), embedding_function=None)
+        clauses: list[dict[str, Any]] = [{"superseded": False},
+                                         {"scope": {"$in": ["global", query.session_id or "global"]}}]
+        if query.types:
+            clauses.append({"type": {"$in": query.types}})
+        started = time.perf_counter()
+        collection.query(query_embeddings=[vectors[query.text]], n_results=k, where={"$and": clauses},
+                         include=["documents", "metadatas", "distances"])
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def locomo_tokens(path: Path, bank: MemoryBank) -> dict[str, Any]:
+    """Tokens injected per LoCoMo question (default window) against the whole conversation's tokens."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from eval_hit_rate import load_locomo
+
+    dataset = load_locomo(path, before=2, after=1)
+    bank.add_records(dataset.records, overwrite=True)
+    counter = bank.token_counter
+    full = {user: sum(counter.count(r.content) for r in dataset.records if r.user_id == user)
+            for user in dataset.now}
+    injected = []
+    for query in dataset.queries[::10]:
+        pack = bank.build_context(query.text, user_id=query.user_id)
+        injected.append(pack.tokens["long_term"])
+    return {
+        "conversation_tokens_mean": round(statistics.mean(full.values())),
+        "injected_long_term_tokens_mean": round(statistics.mean(injected), 1),
+        "injected_long_term_tokens_max": max(injected),
+        "long_term_share_tokens": bank.settings.context_tokens * bank.settings.shares.long_term,
+        "questions_sampled": len(injected),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=5000, help="synthetic memories (default 5000)")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--users", type=int, default=1)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--corpus", type=Path, help="JSON Lines memories instead of the synthetic corpus")
+    parser.add_argument("--locomo", type=Path, help="also report injected tokens against LoCoMo conversations")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.queries < 1 or args.users < 1 or args.sessions < 1 or args.k < 1:
+        print("bench: --n, --queries, --users, --sessions and --k must be at least 1", file=sys.stderr)
+        return 2
+
+    records = load_corpus(args.corpus) if args.corpus else synthetic_corpus(args.n, args.users, args.sessions, args.seed)
+    queries = make_queries(args.queries, records, args.seed)
+    report: dict[str, Any] = {"memories": len(records), "queries": len(queries), "users": len({r.user_id for r in records}),
+                              "superseded": sum(r.superseded for r in records), "k": args.k}
+    with tempfile.TemporaryDirectory(prefix="vecmem-bench-") as scratch:
+        home = Path(scratch)
+        settings = Settings.from_env().with_changes(home=home, chroma_url=None)
+        embedder = SentenceTransformerEmbedder(settings.embed_model, device=settings.embed_device,
+                                               batch_size=settings.embed_batch_size)
+        embedder.embed_query("warm up")  # the model load is start-up, not ingest
+        bank = MemoryBank(settings, embedder=embedder)
+
+        started = time.perf_counter()
+        bank.add_records(records)
+        seconds = time.perf_counter() - started
+        report["ingest"] = {"seconds": round(seconds, 1), "per_second": round(len(records) / seconds, 1)}
+
+        texts = sorted({q.text for q in queries})
+        embed_samples = timed(embedder.embed_query, texts)
+        vectors = {text: embedder.embed_query(text) for text in texts}
+        report["embed_query_ms"] = percentiles(embed_samples)
+
+        search = lambda q: bank.search(q.text, args.k, user_id=q.user_id, session_id=q.session_id, types=q.types)  # noqa: E731
+        for query in queries[:5]:
+            search(query)  # first searches build each user's keyword index
+        report["search_ms"] = percentiles(timed(search, queries))
+
+        fast = MemoryBank(settings, embedder=PrecomputedEmbedder(embedder, vectors))
+        for query in queries[:5]:
+            fast.search(query.text, args.k, user_id=query.user_id)
+        report["search_without_embedding_ms"] = percentiles(timed(
+            lambda q: fast.search(q.text, args.k, user_id=q.user_id, session_id=q.session_id, types=q.types),
+            queries))
+        report["build_context_ms"] = percentiles(timed(
+            lambda q: bank.build_context(q.text, user_id=q.user_id, session_id=q.session_id), queries))
+        report["chroma_filtered_query_ms"] = percentiles(chroma_baseline(home, queries, vectors, args.k))
+        report["speedup_vs_chroma_filtered_p50"] = round(
+            report["chroma_filtered_query_ms"]["p50"] / report["search_without_embedding_ms"]["p50"], 1)
+
+        counter = bank.token_counter
+        users = sorted({r.user_id for r in records})
+        history = statistics.mean(sum(counter.count(r.content) for r in records if r.user_id == u) for u in users)
+        injected = [bank.build_context(q.text, user_id=q.user_id, session_id=q.session_id).tokens["long_term"]
+                    for q in queries[:50]]
+        report["tokens"] = {"full_history_per_user": round(history), "injected_long_term_mean": round(
+            statistics.mean(injected), 1), "long_term_share": int(settings.context_tokens * settings.shares.long_term)}
+        bank.close()
+        fast.close()
+        report["disk_bytes_per_memory"] = round(disk_bytes(home) / len(records))
+        if args.locomo:
+            with MemoryBank(settings.with_changes(home=home / "locomo"), embedder=embedder) as locomo_bank:
+                report["locomo_tokens"] = locomo_tokens(args.locomo, locomo_bank)
+    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: dict[str, Any]) -> None:
+    def line(label: str, value: Any) -> None:
+        print(f"  {label:<44} {value}")
+
+    print(f"vecmem bench: {report['memories']:,} memories ({report['superseded']:,} superseded), "
+          f"{report['users']} user(s), {report['queries']} queries, k={report['k']}")
+    line("ingest (embedding included)", f"{report['ingest']['per_second']} memories/s ({report['ingest']['seconds']} s)")
+    for key, label in (("search_ms", "search, end to end"), ("search_without_embedding_ms", "search without the query embedding"),
+                       ("embed_query_ms", "query embedding alone"), ("build_context_ms", "build_context"),
+                       ("chroma_filtered_query_ms", "Chroma's own where-filtered query")):
+        p = report[key]
+        line(label, f"p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms")
+    line("speed-up over Chroma's filtered query (p50)", f"{report['speedup_vs_chroma_filtered_p50']}x")
+    line("peak RSS", f"{report['peak_rss_mb']} MB")
+    line("disk per memory", f"{report['disk_bytes_per_memory']} bytes")
+    tokens = report["tokens"]
+    line("tokens: full history per user", f"{tokens['full_history_per_user']:,}")
+    line("tokens: injected long-term per query (mean)", f"{tokens['injected_long_term_mean']} (share {tokens['long_term_share']})")
+    if "locomo_tokens" in report:
+        lt = report["locomo_tokens"]
+        line("LoCoMo: conversation tokens (mean)", f"{lt['conversation_tokens_mean']:,}")
+        line("LoCoMo: injected long-term tokens (mean / max)",
+             f"{lt['injected_long_term_tokens_mean']} / {lt['injected_long_term_tokens_max']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
