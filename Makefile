@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat test eval clean help
+.PHONY: install seed demo chat test eval bench clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -21,6 +21,7 @@ help:
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
+	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
 
 $(STAMP): pyproject.toml
@@ -44,6 +45,10 @@ chat: seed
 
 test: install
 	$(BIN)/python -m pytest
+
+BENCH_ARGS ?= --n 5000 --queries 200
+bench: install
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # Each benchmark with the default settings (hybrid, 0.6/0.2/0.2) and, as the papers report, similarity alone.
 eval: install

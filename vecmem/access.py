@@ -1,111 +1,110 @@
-"""Write-behind access statistics: a search notes which memories it returned; the store is updated later.
+"""Access statistics (``access_count``, ``last_accessed``) in a small SQLite table beside the store.
 
-Updating ``access_count`` and ``last_accessed`` costs a Chroma write (5 to 16 ms), which would be most of a
-search. So searches only note their hits here; notes for the same memory coalesce, and they are written in
-one batch at most ``interval`` seconds later by a background thread, before any read or write of the bank that
-could see them, on ``MemoryBank.flush()``, and when the interpreter exits. While a note waits, the bank
-applies it to the records it ranks, so recency is always current. A process killed outright (SIGKILL) loses
-at most the last ``interval`` seconds of access statistics, never a memory.
+Every search that returns memories counts an access. Writing that into Chroma would cost a write per search
+(5 to 16 ms, and at 100,000 memories a batch of them stalls concurrent searches by 100 ms and more), so the
+counts live in ``VECMEM_HOME/access.sqlite3`` instead: an upsert per returned memory, well under a
+millisecond, atomic across processes (``count = count + 1``). Records read through the bank carry these
+values; Chroma's copy of the two fields is only the starting point (an imported count, or 0). With a Chroma
+server, each client machine keeps its own table.
 """
 
 from __future__ import annotations
 
-import atexit
-import logging
+import sqlite3
 import threading
-import weakref
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
 
+from .errors import StoreError
 from .models import MemoryRecord
 
-__all__ = ["AccessLog", "PendingAccess"]
+__all__ = ["AccessStats"]
 
-log = logging.getLogger(__name__)
-_LOGS: "weakref.WeakSet[AccessLog]" = weakref.WeakSet()
-
-
-@dataclass
-class PendingAccess:
-    count: int
-    last: datetime
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS access (
+    user_id TEXT NOT NULL, memory_id TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
+    PRIMARY KEY (user_id, memory_id)) WITHOUT ROWID;
+"""
+_CHUNK = 500  # ids per IN (...) query, inside SQLite's variable limit
 
 
-class AccessLog:
-    def __init__(self, write: Callable[[str, dict[str, PendingAccess]], None], *, interval: float = 1.0) -> None:
-        self._write = write  # (user, {memory id: pending}) -> stores the change
-        self._interval = interval
-        self._pending: dict[str, dict[str, PendingAccess]] = {}
-        self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        _LOGS.add(self)
-
-    def note(self, user_id: str, memory_ids: Iterable[str], when: datetime) -> None:
-        with self._lock:
-            waiting = self._pending.setdefault(user_id, {})
-            for memory_id in memory_ids:
-                entry = waiting.get(memory_id)
-                if entry is None:
-                    waiting[memory_id] = PendingAccess(1, when)
-                else:
-                    entry.count += 1
-                    entry.last = max(entry.last, when)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="vecmem-access", daemon=True)
-                self._thread.start()
-
-    def apply(self, record: MemoryRecord) -> MemoryRecord:
-        """The record as it will be once the waiting notes are written."""
-        with self._lock:
-            entry = self._pending.get(record.user_id, {}).get(record.id)
-            if entry is None:
-                return record
-            last = entry.last if record.last_accessed is None else max(record.last_accessed, entry.last)
-            count = record.access_count + entry.count
-        return MemoryRecord.trusted(**{**record.__dict__, "access_count": count, "last_accessed": last})
-
-    def flush(self) -> None:
-        """Write every waiting note now (a no-op when none wait)."""
-        if not self._pending:
-            return
-        with self._flush_lock:
-            with self._lock:
-                batch, self._pending = self._pending, {}
-            for user_id, entries in batch.items():
-                try:
-                    self._write(user_id, entries)
-                except Exception:  # the store failed: keep the notes for the next flush rather than lose them
-                    with self._lock:
-                        waiting = self._pending.setdefault(user_id, {})
-                        for memory_id, entry in entries.items():
-                            current = waiting.get(memory_id)
-                            if current is None:
-                                waiting[memory_id] = entry
-                            else:
-                                current.count += entry.count
-                                current.last = max(current.last, entry.last)
-                    raise
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(self._interval)
-            try:
-                self.flush()
-            except Exception as exc:  # logged, retried on the next round
-                log.warning("could not write access statistics: %s", exc)
-            with self._lock:
-                if not self._pending:
-                    self._thread = None
-                    return
-
-
-@atexit.register
-def _flush_all() -> None:
-    for access_log in list(_LOGS):
+class AccessStats:
+    def __init__(self, path: Path) -> None:
+        self.path = path
         try:
-            access_log.flush()
-        except Exception as exc:  # at exit there is nobody left to tell but the log
-            log.warning("could not write access statistics at exit: %s", exc)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the access statistics {path}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def _execute(self, sql: str, rows: Sequence[tuple[object, ...]] | None = None) -> None:
+        with self._lock:
+            try:
+                if rows is None:
+                    self._db.execute(sql)
+                else:
+                    self._db.execute("BEGIN")
+                    self._db.executemany(sql, rows)
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(f"access statistics {self.path}: {exc}") from exc
+
+    def record(self, records: Sequence[MemoryRecord], when: datetime) -> None:
+        """Count one access of each record (its stored count is the start for a first access)."""
+        self._execute(
+            "INSERT INTO access (user_id, memory_id, count, last) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (user_id, memory_id) DO UPDATE SET count = count + 1, last = max(last, excluded.last)",
+            [(r.user_id, r.id, r.access_count + 1, when.timestamp()) for r in records],
+        )
+
+    def forget(self, user_id: str, memory_ids: Iterable[str]) -> None:
+        self._execute("DELETE FROM access WHERE user_id = ? AND memory_id = ?",
+                      [(user_id, memory_id) for memory_id in memory_ids])
+
+    def lookup(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, tuple[int, float]]:
+        """{id: (access_count, last_accessed epoch)} of the memories that were ever returned by a search."""
+        found: dict[str, tuple[int, float]] = {}
+        ids = list(dict.fromkeys(memory_ids))
+        with self._lock:
+            try:
+                for start in range(0, len(ids), _CHUNK):
+                    chunk = ids[start : start + _CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    for memory_id, count, last in self._db.execute(
+                        f"SELECT memory_id, count, last FROM access WHERE user_id = ? AND memory_id IN ({marks})",
+                        (user_id, *chunk),
+                    ):
+                        found[memory_id] = (count, last)
+            except sqlite3.Error as exc:
+                raise StoreError(f"access statistics {self.path}: {exc}") from exc
+        return found
+
+    def apply(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """The records with their access statistics (records of one or several users)."""
+        by_user: dict[str, list[str]] = {}
+        for record in records:
+            by_user.setdefault(record.user_id, []).append(record.id)
+        found = {user_id: self.lookup(user_id, ids) for user_id, ids in by_user.items()}
+        return [_with_stats(record, found[record.user_id].get(record.id)) for record in records]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _with_stats(record: MemoryRecord, stats: tuple[int, float] | None) -> MemoryRecord:
+    if stats is None:
+        return record
+    count, last = stats
+    moment = datetime.fromtimestamp(last, timezone.utc)
+    if record.last_accessed is not None:
+        moment = max(moment, record.last_accessed)
+    return MemoryRecord.trusted(**{**record.__dict__, "access_count": max(count, record.access_count),
+                                   "last_accessed": moment})

@@ -22,7 +22,7 @@ from .budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, To
 from .config import Settings
 from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidInputError, NotFoundError, VecmemError
-from .access import AccessLog, PendingAccess
+from .access import AccessStats
 from .lexical import memory_tokens
 from .models import (
     GLOBAL_SCOPE,
@@ -76,7 +76,11 @@ class MemoryBank:
     ) -> None:
         self.settings = settings if settings is not None else Settings.from_env()
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
-            self.settings.embed_model, device=self.settings.embed_device, batch_size=self.settings.embed_batch_size
+            self.settings.embed_model,
+            device=self.settings.embed_device,
+            batch_size=self.settings.embed_batch_size,
+            backend=self.settings.embed_backend,
+            cache_dir=self.settings.model_cache,
         )
         if self.settings.chroma_url:
             self._store = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url)
@@ -87,7 +91,7 @@ class MemoryBank:
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
         self._clock = clock or _utc_now
         self._lock = threading.RLock()
-        self._access = AccessLog(self._write_access)
+        self._access = AccessStats(self.settings.home / "access.sqlite3")
         self._retriever = Retriever(self._store, self.embedder, self.settings, self._access)
 
     @property
@@ -121,7 +125,6 @@ class MemoryBank:
         Adding the same statement (same user, scope and normalised text) again returns the stored memory
         unchanged, superseded or not; ``memory_id`` reused for different content is refused.
         """
-        self.flush()  # access notes first, outside the lock (see access.py)
         user = self._user(user_id)
         scope = self._scope(session_id)
         record = MemoryRecord(
@@ -142,8 +145,8 @@ class MemoryBank:
             if existing is not None:
                 if normalize_for_hash(existing.content) != normalize_for_hash(record.content):
                     raise InvalidInputError("id", f"{record.id} is already used by another memory; use update()")
-                return existing
-            self._write([record])
+                return self._access.apply([existing])[0]
+            self._write([record], new=True)
         return record
 
     def add_records(
@@ -159,7 +162,6 @@ class MemoryBank:
         A record whose id is already stored, or came earlier in ``records``, is skipped (counted in
         ``skipped``) unless ``overwrite``. ``progress`` is called with the number of records handled so far.
         """
-        self.flush()  # access notes first, outside the lock (see access.py)
         added = skipped = handled = 0
         scheduled: set[tuple[str, str]] = set()
         waiting: tuple[list[MemoryRecord], Future[Any]] | None = None
@@ -170,12 +172,12 @@ class MemoryBank:
                 handled += len(batch)
                 future = embedding.submit(self.embedder.embed_documents, [r.content for r in fresh])
                 if waiting is not None:
-                    added += self._store_embedded(*waiting)
+                    added += self._store_embedded(*waiting, new=not overwrite)
                     if progress is not None:
                         progress(handled - len(batch))
                 waiting = (fresh, future)
             if waiting is not None:
-                added += self._store_embedded(*waiting)
+                added += self._store_embedded(*waiting, new=not overwrite)
         if progress is not None:
             progress(handled)
         return ImportReport(added=added, skipped=skipped)
@@ -198,16 +200,16 @@ class MemoryBank:
         scheduled.update((r.user_id, r.id) for r in fresh)
         return fresh
 
-    def _store_embedded(self, records: list[MemoryRecord], vectors: Future[Any]) -> int:
+    def _store_embedded(self, records: list[MemoryRecord], vectors: Future[Any], *, new: bool) -> int:
         embedded = vectors.result()
         if records:
             with self._lock:
-                self._write(records, vectors=embedded)
+                self._write(records, vectors=embedded, new=new)
         return len(records)
 
-    def _write(self, records: Sequence[MemoryRecord], *, vectors: Any = None) -> None:
+    def _write(self, records: Sequence[MemoryRecord], *, vectors: Any = None, new: bool = False) -> None:
         """Embed (unless ``vectors`` are given), tokenize and store records of any users: vector and keywords
-        in one write per user."""
+        in one write per user. ``new``: the ids are known not to be stored yet (nothing to move)."""
         if not records:
             return
         if vectors is None:
@@ -218,7 +220,7 @@ class MemoryBank:
             by_user.setdefault(record.user_id, []).append(index)
         for user, indexes in by_user.items():
             written, words = [records[i] for i in indexes], [tokens[i] for i in indexes]
-            self._store.upsert(user, written, vectors[indexes], words)
+            self._store.upsert(user, written, vectors[indexes], words, new=new)
             self._retriever.on_written(user, written, words)
 
     def _rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
@@ -239,7 +241,6 @@ class MemoryBank:
         context: str | None = None,
     ) -> MemoryRecord:
         """Change fields of a memory; new content, tags or context are re-embedded and re-indexed."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         changes: dict[str, object] = {}
         for name, value in (
             ("content", content),
@@ -254,7 +255,9 @@ class MemoryBank:
         with self._lock:
             record = self._get(memory_id, user_id=user_id)
             updated = record.with_changes(**changes)
-            if (updated.content, updated.tags, updated.context) != (record.content, record.tags, record.context):
+            if (updated.content, updated.tags, updated.context, updated.type) != (
+                record.content, record.tags, record.context, record.type
+            ):  # new words, or a new type's collection: write it whole
                 self._write([updated])
             elif updated != record:
                 self._rewrite_fields(updated.user_id, [updated])
@@ -262,7 +265,6 @@ class MemoryBank:
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         with self._lock:
             old = self._get(old_id, user_id=user_id)
             newer = self._get(new_id, user_id=user_id)
@@ -277,7 +279,6 @@ class MemoryBank:
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryRecord]:
         """Every memory linked to this one by supersession, each before the memory that replaced it
         (the live one, with no superseded_by, comes last)."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         start = self._get(memory_id, user_id=user_id)
         seen: dict[str, MemoryRecord] = {start.id: start}
         frontier = [start]
@@ -290,12 +291,11 @@ class MemoryBank:
                 if other.id not in seen:
                     seen[other.id] = other
                     frontier.append(other)
-        return _replaced_first(seen)
+        return self._access.apply(_replaced_first(seen))
 
     def restore(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Undo a supersession: this memory is live again, and the live memory that replaced it is now
         superseded by it (so one memory of the chain is live). Returns the restored memory."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         with self._lock:
             record = self._get(memory_id, user_id=user_id)
             if not record.superseded:
@@ -320,18 +320,17 @@ class MemoryBank:
 
     def forget(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Delete a memory for good; returns what was deleted."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         with self._lock:
             record = self._get(memory_id, user_id=user_id)
             self._store.delete(record.user_id, [record.id])
+            self._access.forget(record.user_id, [record.id])
             self._retriever.on_forgotten(record.user_id, [record.id])
         return record
 
     # ------------------------------------------------------------------------------------------ reading
 
     def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        self.flush()
-        return self._get(memory_id, user_id=user_id)
+        return self._access.apply([self._get(memory_id, user_id=user_id)])[0]
 
     def _get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         user = self._user(user_id)
@@ -351,7 +350,6 @@ class MemoryBank:
         limit: int | None = None,
     ) -> list[MemoryRecord]:
         """Memories of a user, newest first. With ``session_id``: what that session sees (global + its own)."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         memory_filter = MemoryFilter(
             session_id=session_id,
             all_sessions=session_id is None,
@@ -363,7 +361,7 @@ class MemoryBank:
         records = sorted(
             self._store.scan(self._user(user_id), memory_filter), key=lambda r: (r.created_at, r.id), reverse=True
         )
-        return records if limit is None else records[:limit]
+        return self._access.apply(records if limit is None else records[:limit])
 
     def search(
         self,
@@ -397,26 +395,11 @@ class MemoryBank:
 
     def _record_access(self, hits: Sequence[Hit]) -> None:
         if hits:
-            self._access.note(hits[0].record.user_id, [hit.id for hit in hits], self._clock())
-
-    def _write_access(self, user: str, entries: dict[str, PendingAccess]) -> None:
-        """Store coalesced access notes (called by the AccessLog, never with the bank's lock held)."""
-        with self._lock:
-            current = self._store.get(user, list(entries))
-            touched = []
-            for memory_id, record in current.items():
-                entry = entries[memory_id]
-                last = entry.last if record.last_accessed is None else max(record.last_accessed, entry.last)
-                touched.append(record.with_changes(access_count=record.access_count + entry.count, last_accessed=last))
-            self._store.update_metadata(user, touched)
-
-    def flush(self) -> None:
-        """Write access statistics that searches noted; reads and writes of the bank do this themselves."""
-        self._access.flush()
+            self._access.record([hit.record for hit in hits], self._clock())
 
     def close(self) -> None:
-        """Write what is waiting. Every memory is already durable; only access statistics can wait (access.py)."""
-        self.flush()
+        """Close the access statistics (every write is already durable; closing is tidiness, not safety)."""
+        self._access.close()
 
     def __enter__(self) -> "MemoryBank":
         return self
@@ -472,7 +455,6 @@ class MemoryBank:
 
     def stats(self, *, user_id: str | None = None) -> StoreStats:
         """Counts by type and scope, for one user or (``user_id=None``) the whole store."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         every_user = self.users()
         users = every_user if user_id is None else [self._user(user_id)]
         by_type = dict.fromkeys(MEMORY_TYPES, 0)
@@ -501,11 +483,10 @@ class MemoryBank:
 
     def export(self, *, user_id: str | None = None) -> Iterator[MemoryRecord]:
         """Every memory (superseded ones included) of one user, or of every user when ``user_id`` is None."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         users = self.users() if user_id is None else [self._user(user_id)]
         for user in users:
             records = self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True))
-            yield from sorted(records, key=lambda r: (r.created_at, r.id))
+            yield from self._access.apply(sorted(records, key=lambda r: (r.created_at, r.id)))
 
     def import_jsonl(
         self,
@@ -554,7 +535,6 @@ class MemoryBank:
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Re-embed every memory of every user with the configured model; returns memories per user."""
-        self.flush()  # access notes first, outside the lock (see access.py)
         dimension = self.embedder.dimension
         done: dict[str, int] = {}
         with self._lock:

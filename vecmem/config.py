@@ -26,6 +26,10 @@ def default_home() -> Path:
     return Path.home() / ".vecmem"
 
 
+def default_model_cache() -> Path:
+    return Path.home() / ".cache" / "vecmem"
+
+
 # Settings field -> the environment variable that sets it, so errors name what the user actually typed.
 ENV_VARS = {
     "home": "VECMEM_HOME",
@@ -33,6 +37,8 @@ ENV_VARS = {
     "embed_model": "VECMEM_EMBED_MODEL",
     "embed_device": "VECMEM_EMBED_DEVICE",
     "embed_batch_size": "VECMEM_EMBED_BATCH_SIZE",
+    "embed_backend": "VECMEM_EMBED_BACKEND",
+    "model_cache": "VECMEM_MODEL_CACHE",
     "default_user": "VECMEM_USER",
     "similarity": "VECMEM_WEIGHT_SIMILARITY",
     "recency": "VECMEM_WEIGHT_RECENCY",
@@ -117,6 +123,8 @@ class Settings:
     embed_model: str = DEFAULT_EMBED_MODEL
     embed_device: str = "cpu"
     embed_batch_size: int = 64
+    embed_backend: str = "onnx"  # "onnx" (ONNX Runtime on CPU, exported once) or "torch"
+    model_cache: Path = field(default_factory=default_model_cache)  # where ONNX exports are kept
     default_user: str = "default"
     weights: RankWeights = field(default_factory=RankWeights)
     recency_decay_per_day: float = 0.01
@@ -145,6 +153,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
+        object.__setattr__(self, "model_cache", Path(self.model_cache).expanduser())
         _check_non_negative("recency_decay_per_day", self.recency_decay_per_day)
         for name, minimum in (
             ("embed_batch_size", 1),
@@ -162,6 +171,8 @@ class Settings:
                 raise ConfigError(f"{_label(name)} must be an integer >= {minimum}, got {value!r}")
         if not math.isfinite(self.llm_timeout) or self.llm_timeout <= 0:
             raise ConfigError(f"{_label('llm_timeout')} must be a number of seconds > 0, got {self.llm_timeout!r}")
+        if self.embed_backend not in ("onnx", "torch"):
+            raise ConfigError(f"{_label('embed_backend')} must be onnx or torch, got {self.embed_backend!r}")
         if self.search_mode not in SEARCH_MODES:
             raise ConfigError(f"{_label('search_mode')} must be one of {', '.join(SEARCH_MODES)}, got {self.search_mode!r}")
         if not isinstance(self.dense_weight, (int, float)) or not 0.0 <= self.dense_weight <= 1.0:
@@ -208,6 +219,8 @@ class Settings:
             embed_model=reader.text("VECMEM_EMBED_MODEL") or DEFAULT_EMBED_MODEL,
             embed_device=reader.text("VECMEM_EMBED_DEVICE") or "cpu",
             embed_batch_size=reader.number("VECMEM_EMBED_BATCH_SIZE", int, 64),
+            embed_backend=(reader.text("VECMEM_EMBED_BACKEND") or "onnx").lower(),
+            model_cache=Path(reader.text("VECMEM_MODEL_CACHE") or default_model_cache()),
             default_user=reader.text("VECMEM_USER") or "default",
             weights=RankWeights(
                 similarity=reader.number("VECMEM_WEIGHT_SIMILARITY", float, defaults_weights.similarity),

@@ -131,45 +131,77 @@ def recency_weights(count: int, decay: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class IndexedMemory:
-    """What the keyword index keeps per memory: its tokens and what the isolation filter looks at."""
+    """What the index keeps per memory: its tokens, what the isolation filter looks at, and what the reranker
+    needs, so a search can rank candidates before fetching any of them."""
 
     tokens: tuple[str, ...]
     scope: str
     type: str
     superseded: bool
+    importance: float = 0.5
+    created: float = 0.0  # epoch seconds
+    last_accessed: float = 0.0  # as stored in Chroma (0: never); access.py holds the running value
 
     @classmethod
     def of(cls, record: MemoryRecord, tokens: Sequence[str]) -> "IndexedMemory":
-        return cls(tuple(tokens), record.scope, record.type, record.superseded)
+        last = record.last_accessed.timestamp() if record.last_accessed is not None else 0.0
+        return cls(tuple(tokens), record.scope, record.type, record.superseded, record.importance,
+                   record.created_at.timestamp(), last)
 
 
-_TYPE_CODES = {name: code for code, name in enumerate(("fact", "preference", "instruction", "conclusion"))}
+_TYPE_NAMES = ("fact", "preference", "instruction", "conclusion")
+_SLOT_ARRAYS = ("_alive", "_superseded", "_type", "_scope", "_importance", "_created", "_last")
+_TYPE_CODES = {name: code for code, name in enumerate(_TYPE_NAMES)}
 
 
 class FilterView:
     """One search's view of the index: which memories a filter lets through (computed once per search)."""
 
     def __init__(
-        self, mask: np.ndarray, slots: dict[str, int], memory_filter: MemoryFilter, generation: int, ids: np.ndarray
+        self,
+        mask: np.ndarray,
+        slots: dict[str, int],
+        memory_filter: MemoryFilter,
+        generation: int,
+        ids: np.ndarray,
+        types: np.ndarray,
+        in_types: int,
+        ranking: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         self.mask = mask
         self._ids = ids  # slot -> id, as a numpy object array
+        self._types = types  # slot -> type code
+        self._in_types = in_types  # live memories of the filter's types (the dense side searches only those)
+        self._importance, self._created, self._last = ranking
         self._slots = slots  # the index's live id -> slot map, not a copy (a copy costs ms at 100,000)
         self.memory_filter = memory_filter
         self.generation = generation  # slots are renumbered by a rebuild; a view from before it is redone
 
     @property
-    def fraction(self) -> float:
-        """Share of the indexed memories the filter lets through."""
-        return float(self.mask.mean()) if self.mask.size else 1.0
-
-    @property
     def count(self) -> int:
         return int(self.mask.sum())
 
-    def visible_ids(self) -> list[str]:
-        """Every memory the filter lets through (to restrict a vector search to them)."""
-        return self._ids[: self.mask.size][self.mask].tolist()
+    @property
+    def fraction(self) -> float:
+        """Share of the memories of the filter's types that the rest of the filter (scope, state) lets through."""
+        return self.count / self._in_types if self._in_types else 1.0
+
+    def visible_ids(self) -> dict[str, list[str]]:
+        """Every memory the filter lets through, by type (to restrict a vector search to them)."""
+        ids = self._ids[: self.mask.size][self.mask]
+        codes = self._types[: self.mask.size][self.mask]
+        return {name: ids[codes == code].tolist() for code, name in enumerate(_TYPE_NAMES) if (codes == code).any()}
+
+    def type_of(self, memory_id: str) -> str | None:
+        slot = self._slots.get(memory_id)
+        return None if slot is None or slot >= self.mask.size else _TYPE_NAMES[int(self._types[slot])]
+
+    def ranking_fields(self, memory_id: str) -> tuple[float, float, float] | None:
+        """(importance, created, stored last_accessed) of a visible memory, None if hidden or unknown."""
+        slot = self._slots.get(memory_id)
+        if slot is None or slot >= self.mask.size or not self.mask[slot]:
+            return None
+        return float(self._importance[slot]), float(self._created[slot]), float(self._last[slot])
 
     def visible(self, memory_id: str) -> bool | None:
         """Whether the filter lets the memory through; None for a memory the index does not know yet."""
@@ -219,6 +251,9 @@ class KeywordIndex:
         self._superseded = np.zeros(0, dtype=bool)
         self._type = np.zeros(0, dtype=np.int8)
         self._scope = np.zeros(0, dtype=np.int32)
+        self._importance = np.zeros(0, dtype=np.float32)
+        self._created = np.zeros(0, dtype=np.float64)
+        self._last = np.zeros(0, dtype=np.float64)
         self._scope_codes: dict[str, int] = {"global": 0}
         self._main_size = 0
         self._generation = getattr(self, "_generation", 0) + 1
@@ -245,19 +280,19 @@ class KeywordIndex:
         with self._lock:
             slot = self._slot.get(memory_id)
             if slot is not None and self._tokens[slot] == item.tokens:
-                self._set_filters(slot, item.scope, item.type, item.superseded)
+                self._set_fields(slot, item)
                 return
             if slot is not None:
                 self._alive[slot] = False
             self._append(memory_id, item)
 
     def refresh_filters(self, records: Iterable[MemoryRecord]) -> None:
-        """New scope, type or superseded state for memories whose words did not change."""
+        """New fields (scope, state, importance, ...) for memories whose words did not change."""
         with self._lock:
             for record in records:
                 slot = self._slot.get(record.id)
                 if slot is not None:
-                    self._set_filters(slot, record.scope, record.type, record.superseded)
+                    self._set_fields(slot, IndexedMemory.of(record, self._tokens[slot]))
 
     def remove(self, memory_ids: Iterable[str]) -> None:
         with self._lock:
@@ -272,35 +307,35 @@ class KeywordIndex:
             size = max(64, 2 * len(self._alive))
             self._alive = np.resize(self._alive, size)
             self._alive[slot:] = False
-            self._superseded = np.resize(self._superseded, size)
-            self._type = np.resize(self._type, size)
-            self._scope = np.resize(self._scope, size)
+            for name in _SLOT_ARRAYS[1:]:
+                setattr(self, name, np.resize(getattr(self, name), size))
         self._ids.append(memory_id)
         self._tokens.append(item.tokens)
         self._slot[memory_id] = slot
         self._alive[slot] = True
-        self._set_filters(slot, item.scope, item.type, item.superseded)
+        self._set_fields(slot, item)
 
-    def _set_filters(self, slot: int, scope: str, memory_type: str, superseded: bool) -> None:
-        self._scope[slot] = self._scope_codes.setdefault(scope, len(self._scope_codes))
-        self._type[slot] = _TYPE_CODES[memory_type]
-        self._superseded[slot] = superseded
+    def _set_fields(self, slot: int, item: IndexedMemory) -> None:
+        self._scope[slot] = self._scope_codes.setdefault(item.scope, len(self._scope_codes))
+        self._type[slot] = _TYPE_CODES[item.type]
+        self._superseded[slot] = item.superseded
+        self._importance[slot] = item.importance
+        self._created[slot] = item.created
+        self._last[slot] = item.last_accessed
 
     def _rebuild(self) -> None:
         """Compact to the live memories and build the bm25s model over all of them (caller holds the lock)."""
         live = [slot for slot in range(len(self._ids)) if self._alive[slot]]
         ids = [self._ids[slot] for slot in live]
         tokens = [self._tokens[slot] for slot in live]
-        superseded, types, scopes = self._superseded[live], self._type[live], self._scope[live]
         size = max(64, len(live))
+        for name in _SLOT_ARRAYS[1:]:
+            setattr(self, name, np.resize(getattr(self, name)[live], size))
         self._ids, self._tokens = ids, tokens
         self._ids_array = None
         self._slot = {memory_id: slot for slot, memory_id in enumerate(ids)}
         self._alive = np.zeros(size, dtype=bool)
         self._alive[: len(live)] = True
-        self._superseded = np.resize(superseded, size)
-        self._type = np.resize(types, size)
-        self._scope = np.resize(scopes, size)
         self._main_size = len(live)
         self._generation += 1
         self._model = None
@@ -318,11 +353,24 @@ class KeywordIndex:
 
     # ------------------------------------------------------------------------------------------ search
 
+    def _view(self, memory_filter: MemoryFilter) -> FilterView:
+        count = len(self._ids)
+        alive = self._alive[:count]
+        if memory_filter.types is not None:
+            alive = alive & self._type_mask(memory_filter, count)
+        return FilterView(self._mask(memory_filter), self._slot, memory_filter, self._generation, self._id_array(),
+                          self._type, int(alive.sum()), (self._importance, self._created, self._last))
+
     def _id_array(self) -> np.ndarray:
         """The slot -> id list as a numpy array, remade only after memories were added (caller holds the lock)."""
         if self._ids_array is None or len(self._ids_array) != len(self._ids):
             self._ids_array = np.array(self._ids, dtype=object)
         return self._ids_array
+
+    def _type_mask(self, memory_filter: MemoryFilter, count: int) -> np.ndarray:
+        allowed = np.zeros(len(_TYPE_NAMES), dtype=bool)
+        allowed[[_TYPE_CODES[t] for t in (memory_filter.types or _TYPE_NAMES)]] = True
+        return allowed[self._type[:count]]
 
     def _mask(self, memory_filter: MemoryFilter) -> np.ndarray:
         count = len(self._ids)
@@ -330,11 +378,15 @@ class KeywordIndex:
         if not memory_filter.include_superseded:
             mask &= ~self._superseded[:count]
         if memory_filter.types is not None:
-            mask &= np.isin(self._type[:count], [_TYPE_CODES[t] for t in memory_filter.types])
+            mask &= self._type_mask(memory_filter, count)
         scopes = memory_filter.scopes
         if scopes is not None:
-            codes = [self._scope_codes[s] for s in scopes if s in self._scope_codes]
-            mask &= np.isin(self._scope[:count], codes)
+            in_scope = np.zeros(count, dtype=bool)
+            for scope in scopes:
+                code = self._scope_codes.get(scope)
+                if code is not None:
+                    in_scope |= self._scope[:count] == code
+            mask &= in_scope
         return mask
 
     def view(self, memory_filter: MemoryFilter) -> FilterView:
@@ -343,7 +395,7 @@ class KeywordIndex:
             pending = len(self._ids) - self._main_size
             if pending > max(self.min_merge, self.merge_fraction * self._main_size):
                 self._rebuild()
-            return FilterView(self._mask(memory_filter), self._slot, memory_filter, self._generation, self._id_array())
+            return self._view(memory_filter)
 
     def search(
         self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView | MemoryFilter, top_n: int
@@ -354,8 +406,7 @@ class KeywordIndex:
             view = self.view(view)
         with self._lock:
             if view.generation != self._generation:
-                view = FilterView(self._mask(view.memory_filter), self._slot, view.memory_filter, self._generation,
-                                  self._id_array())
+                view = self._view(view.memory_filter)
             count = min(len(self._ids), view.mask.size)
             total = np.zeros(count, dtype=np.float64)
             weight_sum = sum(weight for _, weight in query_parts)

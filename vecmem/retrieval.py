@@ -3,7 +3,7 @@
 The hot path avoids what is slow at 100,000 memories: Chroma's where-filter (the store over-fetches
 unfiltered and filters in memory), rebuilding BM25 (the keyword index takes edits as a delta), counting the
 collection (the keyword index is checked against the store at most every ``VECMEM_INDEX_CHECK_SECONDS``), fetching
-more than the few keyword-only candidates, and writing access statistics (``access.AccessLog``).
+more than the few keyword-only candidates, and writing access statistics to Chroma (``access.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .access import AccessLog
+from .access import AccessStats
 from .config import Settings
 from .embed import Embedder
 from .lexical import (
@@ -38,11 +38,12 @@ __all__ = ["Retriever", "DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY"]
 
 DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
 DIALOGUE_KEYWORD_DECAY = 0.7
+FETCH_SPARES = 5  # records fetched beyond 2k, in case the catalogue is a little behind the store
 MAX_UNFILTERED = 320  # the largest unfiltered over-fetch (5 ms at 100,000 memories) before restricting by id
 
 
 class Retriever:
-    def __init__(self, store: ChromaStore, embedder: Embedder, settings: Settings, access: AccessLog) -> None:
+    def __init__(self, store: ChromaStore, embedder: Embedder, settings: Settings, access: AccessStats) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
@@ -80,7 +81,7 @@ class Retriever:
             entry = self._indexes.get(user)
             if entry is not None and now - entry[1] < self.settings.index_check_seconds:
                 return entry[0]
-            if entry is None or len(entry[0]) != self.store.count(user):
+            if entry is None or len(entry[0]) != self.store.count(user):  # count() also sees new collections
                 warm_up()  # one-time costs (jieba's dictionary) belong with this one-time build, not a query
                 index = KeywordIndex()
                 index.replace_all(
@@ -96,70 +97,94 @@ class Retriever:
     def rank(self, query: str, k: int, user: str, memory_filter: MemoryFilter, now: datetime) -> list[Hit]:
         settings = self.settings
         if not query.strip():
-            records = [self.access.apply(r) for r in self.store.scan(user, memory_filter)]
+            records = self.access.apply(list(self.store.scan(user, memory_filter)))
             return rank_by_importance(records, now=now, weights=settings.weights,
                                       decay_per_day=settings.recency_decay_per_day)[:k]
         mode = settings.search_mode
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
         utterances = split_dialogue(query)
-        index = self.keyword_index(user)  # also the catalogue of every memory's scope, type and state
+        index = self.keyword_index(user)  # also the catalogue of every memory's scope, type, state, importance
         view = index.view(memory_filter)
         dense: dict[str, float] = {}
         vector = None
-        found: dict[str, MemoryRecord] = {}
         if mode != "keyword":
             vector = self._query_vector(query, utterances)
-            dense, found = self._dense_candidates(user, vector, wanted, view)
+            dense = self._dense_candidates(user, vector, wanted, view)
         keyword = None
         if mode != "dense":
             keyword = index.search(_query_parts(query, utterances), view, wanted)
-        wanted_ids = [i for i in dense if i not in found]
-        if keyword is not None:
-            wanted_ids += [i for i, _ in keyword.top if i not in dense and i not in found]
-        for memory_id, (record, embedding) in self.store.get_with_embeddings(user, wanted_ids).items():
-            found[memory_id] = record
-            if vector is not None and memory_id not in dense:
-                dense[memory_id] = float(embedding @ vector)
-        candidates: list[tuple[MemoryRecord, float]] = []
-        parts: dict[str, tuple[float | None, float | None]] = {}
-        for memory_id, stored in found.items():
-            if not memory_filter.matches(stored):  # defence in depth: never trust a filter we did not write
-                continue
+        candidates = list(dense) + [i for i, _ in (keyword.top if keyword else []) if i not in dense]
+        if vector is not None:  # the cosine of keyword-only candidates: an id-restricted distance query
+            missing: dict[str, list[str]] = {}
+            for memory_id in candidates:
+                if memory_id not in dense and (kind := view.type_of(memory_id)) is not None:
+                    missing.setdefault(kind, []).append(memory_id)
+            if missing:
+                count = sum(len(ids) for ids in missing.values())
+                ids, cosines = self.store.nearest(user, vector, count, types=missing, among=missing)
+                dense.update(zip(ids, cosines, strict=True))
+
+        def similarity_of(memory_id: str) -> tuple[float, float | None, float | None]:
             cosine = None if vector is None else min(1.0, max(0.0, dense.get(memory_id, 0.0)))
             relative = None
             if keyword is not None:
                 relative = keyword.score_of(memory_id) / keyword.best if keyword.best > 0 else 0.0
             if cosine is None:
-                similarity = relative or 0.0
-            elif relative is None:
-                similarity = cosine
-            else:
-                similarity = settings.dense_weight * cosine + (1 - settings.dense_weight) * relative
-            candidates.append((self.access.apply(stored), similarity))
-            parts[memory_id] = (cosine, relative)
-        hits = rerank(candidates, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
+                return relative or 0.0, cosine, relative
+            if relative is None:
+                return cosine, cosine, relative
+            return settings.dense_weight * cosine + (1 - settings.dense_weight) * relative, cosine, relative
+
+        # Rank every candidate from the catalogue, then fetch only the best (and a few spares).
+        used = self.access.lookup(user, candidates)
+        seconds = now.timestamp()
+        ranked: list[tuple[float, str]] = []
+        for memory_id in candidates:
+            fields = view.ranking_fields(memory_id)
+            if fields is None:  # hidden, or written by another process since the last check: rank it last
+                ranked.append((float("-inf"), memory_id))
+                continue
+            importance, created, stored_last = fields
+            last_used = max(created, stored_last, used.get(memory_id, (0, 0.0))[1])
+            fresh = math.exp(-settings.recency_decay_per_day * max(0.0, seconds - last_used) / 86_400.0)
+            total = (settings.weights.similarity * similarity_of(memory_id)[0] + settings.weights.recency * fresh
+                     + settings.weights.importance * importance)
+            ranked.append((total, memory_id))
+        ranked.sort(key=lambda pair: (-pair[0], pair[1]))
+        chosen = [memory_id for _, memory_id in ranked[: 2 * k + FETCH_SPARES]]
+        type_of = {i: t for i in chosen if (t := view.type_of(i)) is not None}
+        records = self.access.apply(list(self.store.get(user, chosen, type_of=type_of).values()))
+        pairs = []
+        parts: dict[str, tuple[float | None, float | None]] = {}
+        for record in records:
+            if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
+                continue
+            similarity, cosine, relative = similarity_of(record.id)
+            pairs.append((record, similarity))
+            parts[record.id] = (cosine, relative)
+        hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1]) for hit in hits]
 
-    def _dense_candidates(
-        self, user: str, vector: Any, wanted: int, view: FilterView
-    ) -> tuple[dict[str, float], dict[str, MemoryRecord]]:
+    def _dense_candidates(self, user: str, vector: Any, wanted: int, view: FilterView) -> dict[str, float]:
         """The ``wanted`` nearest memories the filter lets through, as {id: cosine}.
 
-        Chroma's where-filter costs 140 to 300 ms at 100,000 memories. Instead, when the filter lets most
-        memories through, Chroma is asked unfiltered for enough neighbours that ``wanted`` should pass (a few
-        ms); when it lets few through, or too few passed, the search is restricted to the visible ids the
-        keyword index knows (exact, about 0.5 microseconds per id). Memories another process wrote since the
-        index was last checked are not searched until the next check (``VECMEM_INDEX_CHECK_SECONDS``).
+        Chroma's where-filter costs 140 to 300 ms at 100,000 memories. Instead only the collections of the
+        filter's types are searched, and within them, when the filter lets most memories through, Chroma is
+        asked unfiltered for enough neighbours that ``wanted`` should pass (a few ms); when it lets few
+        through, or too few passed, the search is restricted to the visible ids the keyword index knows
+        (exact, about 0.5 microseconds per id). Memories another process wrote since the index was last
+        checked are not searched until the next check (``VECMEM_INDEX_CHECK_SECONDS``).
         """
+        types = view.memory_filter.types  # a type filter is a choice of collections (store.py)
         fetch = max(wanted, math.ceil(1.3 * wanted / max(view.fraction, 1e-6)))
         while fetch <= MAX_UNFILTERED and view.count > 16 * fetch:  # unfiltered is cheaper than restricting
-            ids, cosines = self.store.nearest(user, vector, fetch)
+            ids, cosines = self.store.nearest(user, vector, fetch, types=types)
             kept = {i: c for i, c in zip(ids, cosines, strict=True) if view.visible(i) is not False}
             if len(kept) >= wanted or len(ids) < fetch:  # enough, or every memory was looked at
-                return dict(list(kept.items())[:wanted]), {}
+                return dict(list(kept.items())[:wanted])
             fetch *= 4
-        ids, cosines = self.store.nearest(user, vector, wanted, among=view.visible_ids())
-        return dict(zip(ids, cosines, strict=True)), {}
+        ids, cosines = self.store.nearest(user, vector, wanted, types=types, among=view.visible_ids())
+        return dict(zip(ids, cosines, strict=True))
 
     def _query_vector(self, query: str, utterances: list[str] | None) -> Any:
         """The query embedding; for a dialogue, the recency-weighted mean of its utterances (latest counts most:

@@ -2,7 +2,7 @@
 the write gate's decision log, summary bookkeeping and hit-rate counters.
 
 It lives in one SQLite file, ``VECMEM_HOME/sessions.sqlite3`` (also when memories live on a Chroma server),
-so a chat can be stopped and resumed with ``--session``. The only module that imports sqlite3.
+so a chat can be stopped and resumed with ``--session``. (sqlite3 is imported here and in access.py.)
 
 A user turn is stored with a status: ``pending`` until the write step has run for it, then ``kept`` (the gate
 kept it and its memories were written) or ``dropped`` (the gate dropped it). A turn whose write step failed

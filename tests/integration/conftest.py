@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def real_embedder() -> SentenceTransformerEmbedder:
-    embedder = SentenceTransformerEmbedder()
+    embedder = SentenceTransformerEmbedder(cache_dir=Settings().model_cache)  # the default: ONNX, exported once
     assert embedder.dimension == 384  # loads the bundled model once for the whole run
     return embedder
 

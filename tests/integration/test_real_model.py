@@ -90,3 +90,29 @@ def test_a_folder_that_is_not_a_model_is_an_embedding_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(EmbeddingError, match="could not load embedding model"):
         SentenceTransformerEmbedder(str(tmp_path / "empty")).embed_query("hello")
+
+
+def test_the_onnx_and_torch_backends_give_the_same_vectors(real_embedder, tmp_path):
+    import numpy as np
+
+    from vecmem import SentenceTransformerEmbedder
+
+    texts = ["write me a sleep function", "用户喜欢简洁的代码风格，不需要过多注释"]
+    torch_side = SentenceTransformerEmbedder(backend="torch")
+    assert real_embedder.backend_used == "onnx"
+    assert np.abs(torch_side.embed_documents(texts) - real_embedder.embed_documents(texts)).max() < 1e-5
+    assert np.abs(torch_side.embed_query(texts[0]) - real_embedder.embed_query(texts[0])).max() < 1e-5
+    assert torch_side.backend_used == "torch" and torch_side.name == real_embedder.name
+
+
+def test_the_onnx_export_is_cached_and_reused(tmp_path):
+    from vecmem import SentenceTransformerEmbedder
+
+    first = SentenceTransformerEmbedder(cache_dir=tmp_path / "cache")
+    first.embed_query("hello")
+    (export,) = (tmp_path / "cache").iterdir()
+    assert (export / "onnx" / "model.onnx").is_file()
+    stamp = (export / "onnx" / "model.onnx").stat().st_mtime_ns
+    second = SentenceTransformerEmbedder(cache_dir=tmp_path / "cache")
+    second.embed_query("hello")
+    assert second.backend_used == "onnx" and (export / "onnx" / "model.onnx").stat().st_mtime_ns == stamp

@@ -193,7 +193,6 @@ class TestPersistenceAndModel:
         first = make_bank()
         record = first.add("persist me", memory_type="instruction", tags=["x"], session_id="s1", importance=0.8)
         first.search("persist me", 1, session_id="s1")
-        first.close()  # access statistics are written behind; closing writes them
         reopened = make_bank()
         stored = reopened.get(record.id)
         assert stored.content == "persist me" and stored.tags == ("x",) and stored.scope == "s1"
@@ -238,9 +237,49 @@ class TestPersistenceAndModel:
         bank = make_bank()
         record = bank.add("survives a crash mid-swap")
         client = bank._store._client  # white-box: recreate the state a crash between drop and rename leaves
-        (collection,) = [c for c in client.list_collections() if c.name.startswith("vecmem-u-")]
+        (collection,) = [c for c in client.list_collections() if c.name.endswith("-fact")]
         collection.modify(name=collection.name + "-reindex", metadata={**collection.metadata, "vecmem_rebuild_complete": True})
         assert make_bank().get(record.id).content == "survives a crash mid-swap"
+
+
+    def test_a_one_collection_store_is_split_by_type_on_open(self, make_bank, settings, clock):
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        from vecmem.lexical import memory_tokens
+        from vecmem.rows import to_metadata
+        from vecmem.store import _user_key
+
+        # write a user the way vecmem's first layout did: one collection holding every type
+        embedder = FakeEmbedder()
+        client = chromadb.PersistentClient(path=str(settings.home / "chroma"),
+                                           settings=ChromaSettings(anonymized_telemetry=False))
+        client.get_or_create_collection("vecmem-registry", metadata={"embed_model": embedder.name, "embed_dim": 64,
+                                                                     "vecmem_schema": 1}, embedding_function=None)
+        legacy = client.create_collection(_user_key("default"), configuration={"hnsw": {"space": "cosine"}},
+                                          metadata={"vecmem_user": "default", "embed_model": embedder.name,
+                                                    "embed_dim": 64, "vecmem_schema": 1}, embedding_function=None)
+        from vecmem import MemoryRecord
+
+        old = [MemoryRecord(id="a", content="likes green tea", type="preference", created_at=clock.now),
+               MemoryRecord(id="b", content="lives in Lisbon", type="fact", created_at=clock.now),
+               MemoryRecord(id="c", content="always answer briefly", type="instruction", created_at=clock.now)]
+        legacy.upsert(ids=[r.id for r in old], embeddings=embedder.embed_documents([r.content for r in old]),
+                   documents=[r.content for r in old],
+                   metadatas=[{**to_metadata(r), "keywords": " ".join(memory_tokens(r))} for r in old])
+        bank = make_bank(embedder=embedder)
+        assert {r.id for r in bank.list_memories()} == {"a", "b", "c"}
+        assert [h.id for h in bank.search("green tea", 3, types=["preference"])] == ["a"]
+        assert not [c for c in client.list_collections() if c.name == _user_key("default")]
+        assert {c.name.rsplit("-", 1)[1] for c in client.list_collections() if c.name.startswith("vecmem-u-")} == {
+            "preference", "fact", "instruction"}
+
+    def test_changing_the_type_moves_the_memory(self, bank):
+        record = bank.add("the user drinks oolong tea", memory_type="fact")
+        bank.update(record.id, memory_type="preference")
+        assert [h.id for h in bank.search("oolong tea", 3, types=["preference"])] == [record.id]
+        assert bank.search("oolong tea", 3, types=["fact"]) == []
+        assert bank.count() == 1 and bank.get(record.id).type == "preference"
 
 
 class TestBuildContext:
@@ -348,22 +387,19 @@ def test_list_filters(bank):
         bank.list_memories(limit=0)
 
 
-def test_access_statistics_are_written_behind_and_never_lost(make_bank, clock):
+def test_access_statistics_are_shared_by_every_bank_on_the_store(make_bank, clock):
     first = make_bank()
-    record = first.add("write behind me")
+    record = first.add("count me")
     for _ in range(3):
-        first.search("write behind me", 1)
-    other = make_bank()  # another bank (or process) sees the notes once they are written
-    assert other.get(record.id).access_count == 0
-    assert first.get(record.id).access_count == 3  # a read of the same bank writes them first
+        first.search("count me", 1)
+    other = make_bank()  # another bank (or process) on the same store sees the counts at once
     assert other.get(record.id).access_count == 3
-    first.search("write behind me", 1)
-    import time
-
-    deadline = time.monotonic() + 5
-    while other.get(record.id).access_count != 4:  # the background writer gets there within a second
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    other.search("count me", 1)
+    assert first.get(record.id).access_count == 4
+    assert first.get(record.id).last_accessed == clock.now
+    first.forget(record.id)
+    again = first.add("count me")  # the same statement added anew starts from zero
+    assert again.access_count == 0 and first.get(again.id).access_count == 0
 
 
 def test_a_shared_bank_is_safe_across_threads(bank):

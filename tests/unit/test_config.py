@@ -60,6 +60,9 @@ def test_every_variable_is_read():
         ({"VECMEM_SHARE_LONG_TERM": "0.5"}, "VECMEM_SHARE_"),
         ({"VECMEM_CHROMA_URL": "localhost:8000"}, "VECMEM_CHROMA_URL"),
         ({"VECMEM_OVERFETCH": "0"}, "VECMEM_OVERFETCH"),
+        ({"VECMEM_EMBED_BACKEND": "tensorflow"}, "VECMEM_EMBED_BACKEND"),
+        ({"VECMEM_SEARCH_MODE": "fuzzy"}, "VECMEM_SEARCH_MODE"),
+        ({"VECMEM_DENSE_WEIGHT": "1.5"}, "VECMEM_DENSE_WEIGHT"),
     ],
 )
 def test_bad_values_name_the_variable(env, named):

@@ -116,7 +116,7 @@ def test_a_dialogue_query_weighs_the_latest_turn_most(make_bank, similarity_only
 def test_legacy_memories_without_stored_keywords_are_tokenized(make_bank, settings):
     bank = make_bank(settings=settings.with_changes(search_mode="keyword"))
     record = bank.add("the pangolin eats ants")
-    collection = bank._store._user_collection("default")  # white-box: a row written before keywords existed
+    collection = bank._store._typed("default")["fact"]  # white-box: a row written before keywords existed
     collection.update(ids=[record.id], metadatas=[{"keywords": None}])
     fresh = make_bank(settings=settings.with_changes(search_mode="keyword"))
     assert fresh.search("pangolin", 1)[0].id == record.id

@@ -1,0 +1,60 @@
+"""The fast search path returns exactly what Chroma's own filtered query would (recall is not traded away)."""
+
+import random
+
+import pytest
+
+from tests.conftest import FakeEmbedder
+from vecmem import MemoryFilter, MemoryRecord
+
+WORDS = "tea coffee python rust deploy docker cat dog editor neovim shell zsh macos linux memory budget".split()
+
+
+@pytest.fixture
+def stocked(make_bank):
+    rng = random.Random(5)
+    bank = make_bank(embedder=FakeEmbedder(dimension=64))
+    records = []
+    for i in range(400):
+        records.append(MemoryRecord(
+            id=f"r{i}", content=" ".join(rng.choices(WORDS, k=6)) + f" {i}",
+            type=rng.choice(["fact", "preference", "instruction", "conclusion"]),
+            scope="global" if rng.random() < 0.6 else f"s{rng.randrange(8)}",
+            superseded_by="r0" if i and rng.random() < 0.1 else None,
+        ))
+    bank.add_records(records)
+    return bank
+
+
+FILTERS = [
+    MemoryFilter(),
+    MemoryFilter(session_id="s3"),
+    MemoryFilter(types=frozenset({"preference", "instruction"})),
+    MemoryFilter(session_id="s1", types=frozenset({"fact"})),
+    MemoryFilter(session_id="s-unknown", types=frozenset({"conclusion"})),
+]
+
+
+@pytest.mark.parametrize("memory_filter", FILTERS)
+@pytest.mark.parametrize("max_unfiltered", [320, 1])  # 1: always the id-restricted branch
+def test_dense_candidates_equal_chromas_filtered_query(stocked, memory_filter, max_unfiltered, monkeypatch):
+    import vecmem.retrieval as retrieval
+
+    monkeypatch.setattr(retrieval, "MAX_UNFILTERED", max_unfiltered)
+    retriever = stocked._retriever
+    view = retriever.keyword_index("default").view(memory_filter)
+    for query in ("tea python", "docker shell zsh", "cat memory budget 17"):
+        vector = stocked.embedder.embed_query(query)
+        fast = retriever._dense_candidates("default", vector, 20, view)
+        exact = {record.id: cosine for record, cosine in stocked._store.query("default", vector, 20, memory_filter)}
+        # the same similarities, and the same memories except for a tie straddling the cut-off
+        assert sorted(round(c, 5) for c in fast.values()) == sorted(round(c, 5) for c in exact.values())
+        cutoff = min(exact.values())
+        assert {i for i, c in fast.items() if c > cutoff + 1e-6} == {i for i, c in exact.items() if c > cutoff + 1e-6}
+
+
+def test_hits_always_pass_the_filter(stocked):
+    for memory_filter in FILTERS:
+        hits = stocked.search("tea python docker", 30, session_id=memory_filter.session_id,
+                              types=memory_filter.types, record_access=False)
+        assert hits and all(memory_filter.matches(hit.record) for hit in hits)
