@@ -107,7 +107,7 @@ def synthetic_corpus(n: int, users: int, sessions: int, seed: int) -> list[Memor
     for index, record in enumerate(records):
         by_key.setdefault((record.user_id, record.type), []).append(index)
     for positions in by_key.values():
-        for a, b in zip(positions, positions[1:]):
+        for a, b in zip(positions, positions[1:], strict=False):
             if rng.random() < 0.1:
                 records[a] = records[a].with_changes(superseded_by=records[b].id)
     return records
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                                                types=q.types), queries)
         report["search_without_embedding_ms"] = percentiles(without)
         report["search_without_embedding_by_filter_ms"] = {
-            label: percentiles([t for t, q in zip(without, queries) if pick(q)])
+            label: percentiles([t for t, q in zip(without, queries, strict=True) if pick(q)])
             for label, pick in (("no type filter", lambda q: not q.types), ("type filter", lambda q: bool(q.types)),
                                 ("in a session", lambda q: q.session_id is not None))
             if any(pick(q) for q in queries)

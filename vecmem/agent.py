@@ -191,13 +191,16 @@ class MemoryAgent:
         """Routed retrieval, widened when the message points at the past. Touches nothing."""
         intent = rules.query_intent(message)
         types = self.routes.get(intent)
-        search = dict(user_id=self.user_id, session_id=self.session_id, record_access=False)
-        hits = self.bank.search(message, self.k, types=types, **search)
+        def search(k: int, kinds: Sequence[str] | None) -> list[Hit]:
+            return self.bank.search(message, k, user_id=self.user_id, session_id=self.session_id, types=kinds,
+                                    record_access=False)
+
+        hits = search(self.k, types)
         proactive = rules.points_to_past(message)
         if not proactive:
             return intent, types, False, hits
-        wide = self.bank.search(message, self.k * 2, **search)
-        summaries = [h for h in self.bank.search(message, 50, types=["conclusion"], **search) if "summary" in h.record.tags]
+        wide = search(self.k * 2, None)
+        summaries = [h for h in search(50, ["conclusion"]) if "summary" in h.record.tags]
         recent = sorted(summaries, key=lambda h: h.record.created_at, reverse=True)[:2]
         merged: dict[str, Hit] = {hit.id: hit for hit in recent}
         for hit in sorted([*hits, *wide], key=lambda h: (-h.score, h.id)):

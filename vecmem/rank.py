@@ -16,15 +16,19 @@ from typing import Iterable
 from .config import RankWeights
 from .models import Hit, MemoryRecord
 
-__all__ = ["recency", "score", "rerank", "rank_by_importance"]
+__all__ = ["freshness", "recency", "score", "rerank", "rank_by_importance"]
 
 _SECONDS_PER_DAY = 86_400.0
 
 
+def freshness(seconds_since_use: float, decay_per_day: float) -> float:
+    """exp(-λ·days); a use in the future counts as now."""
+    return math.exp(-decay_per_day * max(0.0, seconds_since_use) / _SECONDS_PER_DAY)
+
+
 def recency(record: MemoryRecord, now: datetime, decay_per_day: float) -> float:
-    """exp(-λ·days since last use); a timestamp in the future counts as now."""
-    days = max(0.0, (now - record.last_used).total_seconds() / _SECONDS_PER_DAY)
-    return math.exp(-decay_per_day * days)
+    """exp(-λ·days since last use), counted from the later of created_at and last_accessed."""
+    return freshness((now - record.last_used).total_seconds(), decay_per_day)
 
 
 def score(similarity: float, recency_value: float, importance: float, weights: RankWeights) -> float:

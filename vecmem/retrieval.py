@@ -1,9 +1,10 @@
 """Ranking a query against one user's memories: dense and keyword candidates, fusion, the reranker.
 
-The hot path avoids what is slow at 100,000 memories: Chroma's where-filter (the store over-fetches
-unfiltered and filters in memory), rebuilding BM25 (the keyword index takes edits as a delta), counting the
-collection (the keyword index is checked against the store at most every ``VECMEM_INDEX_CHECK_SECONDS``), fetching
-more than the few keyword-only candidates, and writing access statistics to Chroma (``access.py``).
+The hot path avoids what is slow at 100,000 memories: Chroma's where-filter (only the collections of the
+filter's types are searched, unfiltered, and scope and state are filtered in memory), rebuilding BM25 (edits go
+to a delta), counting the collections (checked at most every ``VECMEM_INDEX_CHECK_SECONDS``), fetching records
+that will not be returned (candidates are ranked from the in-memory catalogue first), and writing access
+statistics to Chroma (``access.py`` keeps them in SQLite).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .lexical import (
     FilterView,
     IndexedMemory,
     KeywordIndex,
+    KeywordResult,
     memory_tokens,
     recency_weights,
     split_dialogue,
@@ -31,7 +33,7 @@ from .lexical import (
     warm_up,
 )
 from .models import Hit, MemoryFilter, MemoryRecord
-from .rank import rank_by_importance, rerank
+from .rank import freshness, rank_by_importance, rerank, score
 from .store import ChromaStore
 
 __all__ = ["Retriever", "DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY"]
@@ -114,7 +116,7 @@ class Retriever:
         if mode != "dense":
             keyword = index.search(_query_parts(query, utterances), view, wanted)
         candidates = list(dense) + [i for i, _ in (keyword.top if keyword else []) if i not in dense]
-        if vector is not None:  # the cosine of keyword-only candidates: an id-restricted distance query
+        if vector is not None:  # keyword-only candidates: their cosine from their stored vectors
             missing: dict[str, list[str]] = {}
             for memory_id in candidates:
                 if memory_id not in dense and (kind := view.type_of(memory_id)) is not None:
@@ -123,35 +125,8 @@ class Retriever:
                 count = sum(len(ids) for ids in missing.values())
                 ids, cosines = self.store.nearest(user, vector, count, types=missing, among=missing)
                 dense.update(zip(ids, cosines, strict=True))
-
-        def similarity_of(memory_id: str) -> tuple[float, float | None, float | None]:
-            cosine = None if vector is None else min(1.0, max(0.0, dense.get(memory_id, 0.0)))
-            relative = None
-            if keyword is not None:
-                relative = keyword.score_of(memory_id) / keyword.best if keyword.best > 0 else 0.0
-            if cosine is None:
-                return relative or 0.0, cosine, relative
-            if relative is None:
-                return cosine, cosine, relative
-            return settings.dense_weight * cosine + (1 - settings.dense_weight) * relative, cosine, relative
-
-        # Rank every candidate from the catalogue, then fetch only the best (and a few spares).
-        used = self.access.lookup(user, candidates)
-        seconds = now.timestamp()
-        ranked: list[tuple[float, str]] = []
-        for memory_id in candidates:
-            fields = view.ranking_fields(memory_id)
-            if fields is None:  # hidden, or written by another process since the last check: rank it last
-                ranked.append((float("-inf"), memory_id))
-                continue
-            importance, created, stored_last = fields
-            last_used = max(created, stored_last, used.get(memory_id, (0, 0.0))[1])
-            fresh = math.exp(-settings.recency_decay_per_day * max(0.0, seconds - last_used) / 86_400.0)
-            total = (settings.weights.similarity * similarity_of(memory_id)[0] + settings.weights.recency * fresh
-                     + settings.weights.importance * importance)
-            ranked.append((total, memory_id))
-        ranked.sort(key=lambda pair: (-pair[0], pair[1]))
-        chosen = [memory_id for _, memory_id in ranked[: 2 * k + FETCH_SPARES]]
+        fusion = _Fusion(None if vector is None else dense, keyword, settings.dense_weight)
+        chosen = self._preselect(user, candidates, fusion, view, now, 2 * k + FETCH_SPARES)
         type_of = {i: t for i in chosen if (t := view.type_of(i)) is not None}
         records = self.access.apply(list(self.store.get(user, chosen, type_of=type_of).values()))
         pairs = []
@@ -159,11 +134,33 @@ class Retriever:
         for record in records:
             if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
                 continue
-            similarity, cosine, relative = similarity_of(record.id)
+            similarity, cosine, relative = fusion.parts(record.id)
             pairs.append((record, similarity))
             parts[record.id] = (cosine, relative)
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1]) for hit in hits]
+
+    def _preselect(
+        self, user: str, candidates: list[str], fusion: "_Fusion", view: FilterView, now: datetime, keep: int
+    ) -> list[str]:
+        """The ``keep`` best candidates by the reranker's own score, computed from the in-memory catalogue and
+        the access statistics, so only they are fetched from Chroma."""
+        settings = self.settings
+        used = self.access.lookup(user, candidates)
+        seconds = now.timestamp()
+        ranked: list[tuple[float, str]] = []
+        for memory_id in candidates:
+            fields = view.ranking_fields(memory_id)
+            if fields is None:  # hidden, or written by another process since the last check: fetched last
+                ranked.append((float("-inf"), memory_id))
+                continue
+            importance, created, stored_last = fields
+            last_used = max(created, stored_last, used.get(memory_id, (0, 0.0))[1])
+            total = score(fusion.parts(memory_id)[0], freshness(seconds - last_used, settings.recency_decay_per_day),
+                          importance, settings.weights)
+            ranked.append((total, memory_id))
+        ranked.sort(key=lambda pair: (-pair[0], pair[1]))
+        return [memory_id for _, memory_id in ranked[:keep]]
 
     def _dense_candidates(self, user: str, vector: Any, wanted: int, view: FilterView) -> dict[str, float]:
         """The ``wanted`` nearest memories the filter lets through, as {id: cosine}.
@@ -195,6 +192,28 @@ class Retriever:
         mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(mean))
         return mean / norm if norm else mean
+
+
+class _Fusion:
+    """One query's similarity of a memory: w·cosine + (1 - w)·keyword, or the one side that ran."""
+
+    def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float) -> None:
+        self.dense = dense
+        self.keyword = keyword
+        self.dense_weight = dense_weight
+
+    def parts(self, memory_id: str) -> tuple[float, float | None, float | None]:
+        """(similarity, cosine, keyword relative to the query's best keyword match)."""
+        cosine = None if self.dense is None else min(1.0, max(0.0, self.dense.get(memory_id, 0.0)))
+        relative = None
+        if self.keyword is not None:
+            best = self.keyword.best
+            relative = self.keyword.score_of(memory_id) / best if best > 0 else 0.0
+        if cosine is None:
+            return relative or 0.0, cosine, relative
+        if relative is None:
+            return cosine, cosine, relative
+        return self.dense_weight * cosine + (1 - self.dense_weight) * relative, cosine, relative
 
 
 def _query_parts(query: str, utterances: list[str] | None) -> list[tuple[list[str], float]]:

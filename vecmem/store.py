@@ -464,7 +464,7 @@ class ChromaStore:
                     ids=[r.id for r in batch],
                     embeddings=vectors[positions],
                     documents=[r.content for r in batch],
-                    metadatas=[{**to_metadata(r), "keywords": " ".join(keywords[p])} for r, p in zip(batch, positions)],
+                    metadatas=[{**to_metadata(r), "keywords": " ".join(keywords[p])} for r, p in zip(batch, positions, strict=True)],
                 )
         if not new:
             for memory_type, collection in self._typed(user_id, verify=False).items():

@@ -1,7 +1,6 @@
 """The evaluation script with the real default model: the native sets' targets, and a MADial regression floor."""
 
 import json
-from pathlib import Path
 
 import pytest
 

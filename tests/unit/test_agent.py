@@ -196,7 +196,6 @@ class TestRoutingAndRecall:
 
     def test_routes_can_be_overridden_or_switched_off(self, make_agent, make_bank, settings):
         from vecmem.agent import MemoryAgent
-        from vecmem.session import SessionStore
 
         off = make_agent(type_routing=False)
         assert off.turn("帮我写一个 sleep 函数").types is None

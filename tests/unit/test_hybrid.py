@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import FakeEmbedder
-from vecmem import MemoryBank, RankWeights
+from vecmem import RankWeights
 
 
 @pytest.fixture
