@@ -223,6 +223,61 @@ def chroma_baseline(home: Path, queries: list[Query], vectors: dict[str, np.ndar
     return samples, copied
 
 
+class IngestCurve:
+    """Ingest rate over each tenth of the corpus (from add_records' progress calls), to show how it holds up
+    as the store grows."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.marks: list[tuple[int, float]] = [(0, time.perf_counter())]
+
+    def update(self, done: int) -> None:
+        if done >= len(self.marks) * self.total / 10 or done == self.total:
+            self.marks.append((done, time.perf_counter()))
+
+    def rates(self) -> list[float]:
+        return [round((b[0] - a[0]) / (b[1] - a[1]), 1) for a, b in zip(self.marks, self.marks[1:]) if b[1] > a[1]]
+
+
+def startup_figures(home: Path, query: Query) -> dict[str, float]:
+    """Seconds until `vecmem --help` is done, until the chat prints its prompt, and until it answers its first
+    message (the model and the user's keyword index load meanwhile), each in a new process on this store."""
+    import os
+    import subprocess
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    env.update(VECMEM_HOME=str(home), VECMEM_COLD_START="off")
+    env.pop("VECMEM_CHROMA_URL", None)
+    help_runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "vecmem", "--help"], env=env, capture_output=True, check=True)
+        help_runs.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    chat = subprocess.Popen([sys.executable, "-m", "vecmem.chat", "--user", query.user_id, "--session", "bench"],
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, bufsize=1)
+    assert chat.stdin is not None and chat.stdout is not None
+    try:
+        prompt = answer = float("nan")
+        for line in chat.stdout:
+            if line.startswith("vecmem chat"):
+                prompt = time.perf_counter() - started
+                sent = time.perf_counter()
+                chat.stdin.write(query.text + "\n")
+                chat.stdin.flush()
+            elif line.lstrip().startswith("recalled"):
+                answer = time.perf_counter() - sent
+                chat.stdin.write("/quit\n")
+                chat.stdin.flush()
+                break
+    finally:
+        chat.stdin.close()
+        chat.wait(timeout=60)
+    return {"help_s": round(statistics.median(help_runs), 2), "chat_prompt_s": round(prompt, 2),
+            "chat_first_turn_s": round(answer, 2)}
+
+
 def locomo_tokens(path: Path, bank: MemoryBank) -> dict[str, Any]:
     """Tokens injected per LoCoMo question (default window) against the whole conversation's tokens."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -258,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locomo", type=Path, help="also report injected tokens against LoCoMo conversations")
     parser.add_argument("--home", type=Path, help="keep the store in this folder (reused, without ingest, when it "
                                                   "already holds the corpus)")
+    parser.add_argument("--skip-startup", action="store_true", help="do not time `vecmem --help` and the chat's start")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.n < 1 or args.queries < 1 or args.users < 1 or args.sessions < 1 or args.k < 1:
@@ -280,16 +336,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.home and sum(bank.count(user_id=u) for u in users) == len(records):
             report["ingest"] = {"seconds": 0.0, "per_second": 0.0, "skipped": "the store already held the corpus"}
         else:
+            curve = IngestCurve(len(records))
             started = time.perf_counter()
-            bank.add_records(records)
+            bank.add_records(records, progress=curve.update)
             seconds = time.perf_counter() - started
-            report["ingest"] = {"seconds": round(seconds, 1), "per_second": round(len(records) / seconds, 1)}
+            report["ingest"] = {"seconds": round(seconds, 1), "per_second": round(len(records) / seconds, 1),
+                                "per_second_by_tenth": curve.rates()}
 
         report["backend"] = getattr(embedder, "backend_used", None) or "?"
         texts = sorted({q.text for q in queries})
         embed_samples = timed(embedder.embed_query, texts)
         vectors = {text: embedder.embed_query(text) for text in texts}
         report["embed_query_ms"] = percentiles(embed_samples)
+
+        with MemoryBank(settings, embedder=embedder) as reopened:  # a new process's first search
+            started = time.perf_counter()
+            reopened.search(queries[0].text, args.k, user_id=queries[0].user_id, record_access=False)
+            report["first_search_after_open_s"] = round(time.perf_counter() - started, 2)
 
         search = lambda q: bank.search(q.text, args.k, user_id=q.user_id, session_id=q.session_id, types=q.types)  # noqa: E731
         for query in queries[:5]:
@@ -330,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         bank.close()
         fast.close()
         report["disk_bytes_per_memory"] = round((disk_bytes(home) - disk_bytes(home / "naive")) / len(records))
+        if not args.skip_startup:
+            report["startup"] = startup_figures(home, queries[0])
         if args.locomo:
             with MemoryBank(settings.with_changes(home=home / "locomo"), embedder=embedder) as locomo_bank:
                 report["locomo_tokens"] = locomo_tokens(args.locomo, locomo_bank)
@@ -348,6 +413,9 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"vecmem bench ({report['backend']} embeddings): {report['memories']:,} memories ({report['superseded']:,} superseded), "
           f"{report['users']} user(s), {report['queries']} queries, k={report['k']}")
     line("ingest (embedding included)", f"{report['ingest']['per_second']} memories/s ({report['ingest']['seconds']} s)")
+    if report["ingest"].get("per_second_by_tenth"):
+        line("  ... by tenth of the corpus", ", ".join(str(rate) for rate in report["ingest"]["per_second_by_tenth"]))
+    line("first search after opening (builds the index)", f"{report['first_search_after_open_s']} s")
     for key, label in (("search_ms", "search, end to end"), ("search_without_embedding_ms", "search without the query embedding"),
                        ("embed_query_ms", "query embedding alone"), ("build_context_ms", "build_context"),
                        ("chroma_filtered_query_ms", "Chroma's own where-filtered query")):
@@ -362,6 +430,10 @@ def print_report(report: dict[str, Any]) -> None:
     tokens = report["tokens"]
     line("tokens: full history per user", f"{tokens['full_history_per_user']:,}")
     line("tokens: injected long-term per query (mean)", f"{tokens['injected_long_term_mean']} (share {tokens['long_term_share']})")
+    if "startup" in report:
+        up = report["startup"]
+        line("start-up: vecmem --help", f"{up['help_s']} s")
+        line("start-up: chat prompt shown / first turn done", f"{up['chat_prompt_s']} s / {up['chat_first_turn_s']} s")
     if "locomo_tokens" in report:
         lt = report["locomo_tokens"]
         line("LoCoMo: conversation tokens (mean)", f"{lt['conversation_tokens_mean']:,}")

@@ -397,6 +397,13 @@ class MemoryBank:
         if hits:
             self._access.record([hit.record for hit in hits], self._clock())
 
+    def warm_up(self, *, user_id: str | None = None) -> None:
+        """Load what the first search would otherwise wait for: the embedding model (seconds) and the
+        user's keyword index (built from the store). Safe to run in a background thread (the chat does,
+        while the user types its first message)."""
+        self.embedder.embed_query("warm up")
+        self._retriever.keyword_index(self._user(user_id))
+
     def close(self) -> None:
         """Close the access statistics (every write is already durable; closing is tidiness, not safety)."""
         self._access.close()

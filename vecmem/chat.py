@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from datetime import datetime
 from typing import Any, Callable, TextIO
 
@@ -66,6 +67,9 @@ class ChatRepl:
                      "every memory step still runs, and each turn shows what would have been sent.")
         else:
             self.say(f"Model: {agent.model.name}")
+        # The model and the keyword index load while the user types, not after the first message. A failure
+        # here is not lost: the first turn meets the same error and reports it.
+        threading.Thread(target=self._warm_up, name="vecmem-warm-up", daemon=True).start()
         interactive = self.stdin is sys.stdin and self.stdin.isatty()
         if interactive:
             import readline  # noqa: F401 - gives input() line editing and history at a terminal
@@ -96,6 +100,12 @@ class ChatRepl:
                     self.show(agent.turn(line))
             except VecmemError as exc:
                 self.error(str(exc))
+
+    def _warm_up(self) -> None:
+        try:
+            self.agent.bank.warm_up(user_id=self.agent.user_id)
+        except VecmemError:
+            pass  # the first turn raises the same error, and run() reports it there
 
     # ------------------------------------------------------------------------------------------ a turn
 

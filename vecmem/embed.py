@@ -6,9 +6,10 @@ path, so no network is needed. Any other sentence-transformers model name or fol
 prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
 
 Backend (``VECMEM_EMBED_BACKEND``): ``onnx`` (the default, on CPU) runs the model with ONNX Runtime through
-sentence-transformers: the same vectors (within 2e-7) as torch and a single query about 2.5 times faster on
-two cores (6.4 ms against 17.6 ms), which is what a search waits for; batches of documents run at about 320
-per second (torch: about 400). The model is exported once into ``VECMEM_MODEL_CACHE`` (default
+sentence-transformers: the same vectors (within 2e-7) as torch and a single query about twice as fast on
+two cores (7 to 8 ms against 17), which is what a search waits for; batches of documents run at about 230
+per second on the bench corpus, as torch does. Its threads do not spin-wait between runs (see
+``_session_options``). The model is exported once into ``VECMEM_MODEL_CACHE`` (default
 ``~/.cache/vecmem``; about 2 s) and loaded from there afterwards, by every store. Where ONNX is unavailable (no optimum, or an export that fails) the torch
 backend is used, with a warning. On a GPU device the torch backend is used.
 """
@@ -196,12 +197,13 @@ class SentenceTransformerEmbedder:
         """The model on ONNX Runtime, from the export cache, exporting it there the first time."""
         if importlib.util.find_spec("optimum") is None:
             raise RuntimeError("the optimum package is not installed")
+        options = {"session_options": _session_options()}
         if self._cache_dir is None:
-            return _quietly(lambda: factory(location, backend="onnx", device="cpu"))
+            return _quietly(lambda: factory(location, backend="onnx", device="cpu", model_kwargs=options))
         cached = self._cache_dir / ("onnx-" + hashlib.sha256(self._name.encode("utf-8")).hexdigest()[:16])
         if (cached / "onnx" / "model.onnx").is_file():
-            return _quietly(lambda: factory(str(cached), backend="onnx", device="cpu"))
-        model = _quietly(lambda: factory(location, backend="onnx", device="cpu"))
+            return _quietly(lambda: factory(str(cached), backend="onnx", device="cpu", model_kwargs=options))
+        model = _quietly(lambda: factory(location, backend="onnx", device="cpu", model_kwargs=options))
         self._cache_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=self._cache_dir))
         try:
@@ -212,6 +214,18 @@ class SentenceTransformerEmbedder:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return model
+
+
+def _session_options() -> Any:
+    """ONNX Runtime without spin-waiting: by default its threads keep spinning after each run, taking the
+    cores that Chroma's search and write threads need next (measured at 100,000 memories: a search with its
+    query embedding took 4 ms longer than the two parts apart, and ingest ran slower)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return options
 
 
 def _quietly(load: Any) -> Any:

@@ -55,21 +55,27 @@ class Retriever:
 
     # ------------------------------------------------------------------------------------------ keeping in step
 
+    # Each takes the lock, so an edit made while another thread builds the index waits for the build and is
+    # then applied to the new index instead of being lost with the old one.
+
     def on_written(self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]]) -> None:
-        entry = self._indexes.get(user)
-        if entry is not None:
-            for record, words in zip(records, tokens, strict=True):
-                entry[0].put(record.id, IndexedMemory.of(record, words))
+        with self._lock:
+            entry = self._indexes.get(user)
+            if entry is not None:
+                for record, words in zip(records, tokens, strict=True):
+                    entry[0].put(record.id, IndexedMemory.of(record, words))
 
     def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
-        entry = self._indexes.get(user)
-        if entry is not None:
-            entry[0].refresh_filters(records)
+        with self._lock:
+            entry = self._indexes.get(user)
+            if entry is not None:
+                entry[0].refresh_filters(records)
 
     def on_forgotten(self, user: str, memory_ids: Sequence[str]) -> None:
-        entry = self._indexes.get(user)
-        if entry is not None:
-            entry[0].remove(memory_ids)
+        with self._lock:
+            entry = self._indexes.get(user)
+            if entry is not None:
+                entry[0].remove(memory_ids)
 
     def clear(self) -> None:
         with self._lock:

@@ -174,6 +174,29 @@ class TestSearch:
         assert ids(hits) == [top.id, mid.id]
         assert all(h.similarity == 0.0 for h in hits)
 
+    def test_warm_up_loads_the_model_and_the_keyword_index(self, bank):
+        bank.add("the user drinks green tea", user_id="alice")
+        fresh = type(bank)(bank.settings, embedder=bank.embedder)  # a new process: nothing loaded yet
+        queries = bank.embedder.query_calls
+        fresh.warm_up(user_id="alice")
+        assert bank.embedder.query_calls == queries + 1
+        assert "alice" in fresh._retriever._indexes and len(fresh._retriever._indexes["alice"][0]) == 1
+
+    def test_an_edit_during_an_index_build_is_not_lost(self, bank):
+        """A write while another thread builds the keyword index lands in the new index (the build holds the
+        retriever's lock; writes wait for it instead of updating the index it replaces)."""
+        import threading
+
+        for i in range(50):
+            bank.add(f"memory number {i} about tea", memory_id=f"m{i}")
+        fresh = type(bank)(bank.settings, embedder=bank.embedder)
+        builder = threading.Thread(target=fresh.warm_up)
+        builder.start()
+        added = fresh.add("a new memory about coffee", memory_id="late")
+        builder.join()
+        assert "late" in ids(fresh.search("coffee", 3, record_access=False))
+        assert added.id in fresh._retriever._indexes["default"][0]
+
     def test_k_bounds(self, bank):
         bank.add("only one memory")
         assert len(bank.search("memory", 10_000)) == 1
