@@ -58,3 +58,21 @@ def test_hits_always_pass_the_filter(stocked):
         hits = stocked.search("tea python docker", 30, session_id=memory_filter.session_id,
                               types=memory_filter.types, record_access=False)
         assert hits and all(memory_filter.matches(hit.record) for hit in hits)
+
+
+def test_memories_hidden_by_another_process_are_skipped_and_replaced(make_bank, settings):
+    """The catalogue of this process still calls the best matches live; another process superseded them.
+    The search fetches further down its ranking until it has k live memories, and returns none of those."""
+    embedder = FakeEmbedder(dimension=64)
+    this = make_bank(embedder=embedder, settings=settings.with_changes(index_check_seconds=3600))
+    for i in range(30):
+        this.add(f"tea note {i}", memory_id=f"t{i}", importance=round(1 - i / 40, 3))
+    newest = this.add("coffee replaces the tea notes", memory_id="coffee")
+    before = [hit.id for hit in this.search("tea note", 5, record_access=False)]
+    other = make_bank(embedder=embedder)
+    for memory_id in before[:4]:
+        other.supersede(memory_id, newest.id)
+    after = this.search("tea note", 5, record_access=False)
+    assert len(after) == 5
+    assert not {hit.id for hit in after} & set(before[:4])
+    assert all(not hit.record.superseded for hit in after)
