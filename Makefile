@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat test eval bench clean help
+.PHONY: install seed demo chat test eval bench bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -22,6 +22,7 @@ help:
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
+	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
 
 $(STAMP): pyproject.toml
@@ -50,6 +51,19 @@ BENCH_ARGS ?= --n 5000 --queries 200
 bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
+# mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
+# protobuf older than the one vecmem's venv has.
+MEM0_VENV := .venv-mem0
+$(MEM0_VENV)/.installed-stamp: pyproject.toml
+	$(PYTHON) -m venv $(MEM0_VENV)
+	$(MEM0_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MEM0_VENV)/bin/python -m pip install --quiet "$(TORCH)"
+	$(MEM0_VENV)/bin/python -m pip install --quiet -e . "mem0ai==2.2.1"
+	@touch $@
+
+bench-mem0: $(MEM0_VENV)/.installed-stamp
+	$(MEM0_VENV)/bin/python scripts/bench.py --n 1000 --queries 200 --mem0 1000 --skip-startup
+
 # Each benchmark with the default settings (hybrid, 0.6/0.2/0.2) and, as the papers report, similarity alone.
 eval: install
 	$(BIN)/python scripts/eval_hit_rate.py --format vecmem --data data/eval/native_en.json --mode dense keyword hybrid
@@ -64,4 +78,4 @@ eval: install
 	else echo "MADial-Bench not found in $(SHARED_DATA): skipped"; fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) $(MEM0_VENV) .pytest_cache build dist *.egg-info

@@ -223,6 +223,10 @@ def chroma_baseline(home: Path, queries: list[Query], vectors: dict[str, np.ndar
     return samples, copied
 
 
+def peak_rss_mb(who: int = resource.RUSAGE_SELF) -> int:
+    return round(resource.getrusage(who).ru_maxrss / 1024)
+
+
 class IngestCurve:
     """Ingest rate over each tenth of the corpus (from add_records' progress calls), to show how it holds up
     as the store grows."""
@@ -274,8 +278,40 @@ def startup_figures(home: Path, query: Query) -> dict[str, float]:
     finally:
         chat.stdin.close()
         chat.wait(timeout=60)
+    # the largest child so far is the chat: one real vecmem process on this store, model and index loaded
     return {"help_s": round(statistics.median(help_runs), 2), "chat_prompt_s": round(prompt, 2),
-            "chat_first_turn_s": round(answer, 2)}
+            "chat_first_turn_s": round(answer, 2), "chat_peak_rss_mb": peak_rss_mb(resource.RUSAGE_CHILDREN)}
+
+
+def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home: Path, k: int) -> dict[str, Any]:
+    """mem0 (``pip install mem0ai``) on the same memories and queries, offline the way the issue measured it:
+    the same embedding model, an embedded Chroma, ``add(..., infer=False)`` (no LLM), user-scoped search."""
+    import os
+
+    os.environ.setdefault("MEM0_TELEMETRY", "False")  # mem0 sends telemetry unless told not to
+    try:
+        from mem0 import Memory
+    except ImportError:
+        return {"skipped": "mem0ai is not installed (`make bench-mem0` installs it and runs this comparison)"}
+    from vecmem.embed import resolve_model_location
+
+    memory = Memory.from_config({
+        "embedder": {"provider": "huggingface",
+                     "config": {"model": resolve_model_location("all-MiniLM-L6-v2"), "embedding_dims": 384}},
+        "vector_store": {"provider": "chroma", "config": {"collection_name": "mem0-bench",
+                                                          "path": str(home / "mem0-chroma")}},
+        # mem0 builds its LLM client at start even when infer=False never calls it
+        "llm": {"provider": "openai", "config": {"model": "gpt-4o-mini", "api_key": "not-used"}},
+        "history_db_path": str(home / "mem0-history.db"),
+    })
+    memory.search("warm up", top_k=k, filters={"user_id": records[0].user_id})  # loads the model
+    started = time.perf_counter()
+    for record in records:
+        memory.add(record.content, user_id=record.user_id, infer=False, metadata={"type": record.type})
+    seconds = time.perf_counter() - started
+    searches = timed(lambda q: memory.search(q.text, top_k=k, filters={"user_id": q.user_id}), queries)
+    return {"memories": len(records), "adds_per_second": round(len(records) / seconds, 1),
+            "search_ms": percentiles(searches)}
 
 
 def locomo_tokens(path: Path, bank: MemoryBank) -> dict[str, Any]:
@@ -313,11 +349,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locomo", type=Path, help="also report injected tokens against LoCoMo conversations")
     parser.add_argument("--home", type=Path, help="keep the store in this folder (reused, without ingest, when it "
                                                   "already holds the corpus)")
+    parser.add_argument("--mem0", type=int, default=0, metavar="N",
+                        help="also run mem0 (if installed) on the first N memories and the same queries")
     parser.add_argument("--skip-startup", action="store_true", help="do not time `vecmem --help` and the chat's start")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.n < 1 or args.queries < 1 or args.users < 1 or args.sessions < 1 or args.k < 1:
         print("bench: --n, --queries, --users, --sessions and --k must be at least 1", file=sys.stderr)
+        return 2
+    if args.mem0 < 0:
+        print("bench: --mem0 must be 0 (off) or a number of memories", file=sys.stderr)
         return 2
 
     records = load_corpus(args.corpus) if args.corpus else synthetic_corpus(args.n, args.users, args.sessions, args.seed)
@@ -341,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             bank.add_records(records, progress=curve.update)
             seconds = time.perf_counter() - started
             report["ingest"] = {"seconds": round(seconds, 1), "per_second": round(len(records) / seconds, 1),
-                                "per_second_by_tenth": curve.rates()}
+                                "per_second_by_tenth": curve.rates(), "peak_rss_mb": peak_rss_mb()}
 
         report["backend"] = getattr(embedder, "backend_used", None) or "?"
         texts = sorted({q.text for q in queries})
@@ -373,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["build_context_ms"] = percentiles(timed(
             lambda q: bank.build_context(q.text, user_id=q.user_id, session_id=q.session_id), queries))
-        report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # before the baseline
+        # three banks (timed, without embeddings, reopened) each hold a keyword index by now; before the baseline
+        report["peak_rss_mb"] = peak_rss_mb()
         if (home / "naive").exists():
             import shutil
 
@@ -393,12 +435,14 @@ def main(argv: list[str] | None = None) -> int:
         bank.close()
         fast.close()
         report["disk_bytes_per_memory"] = round((disk_bytes(home) - disk_bytes(home / "naive")) / len(records))
+        if args.mem0:
+            report["mem0"] = mem0_figures(records[: args.mem0], queries, home, args.k)
         if not args.skip_startup:
             report["startup"] = startup_figures(home, queries[0])
         if args.locomo:
             with MemoryBank(settings.with_changes(home=home / "locomo"), embedder=embedder) as locomo_bank:
                 report["locomo_tokens"] = locomo_tokens(args.locomo, locomo_bank)
-    report["peak_rss_with_baseline_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    report["peak_rss_with_baseline_mb"] = peak_rss_mb()
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
@@ -424,16 +468,27 @@ def print_report(report: dict[str, Any]) -> None:
     for label, p in report["search_without_embedding_by_filter_ms"].items():
         line(f"  ... {label}", f"p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms")
     line("speed-up over Chroma's filtered query (p50)", f"{report['speedup_vs_chroma_filtered_p50']}x")
-    line("peak RSS of vecmem (ingest and searches)", f"{report['peak_rss_mb']} MB")
+    if "peak_rss_mb" in report["ingest"]:
+        line("peak RSS after ingest", f"{report['ingest']['peak_rss_mb']} MB")
+    line("peak RSS with three banks open (searches)", f"{report['peak_rss_mb']} MB")
     line("peak RSS with the naive baseline's copy", f"{report['peak_rss_with_baseline_mb']} MB")
     line("disk per memory", f"{report['disk_bytes_per_memory']} bytes")
     tokens = report["tokens"]
     line("tokens: full history per user", f"{tokens['full_history_per_user']:,}")
     line("tokens: injected long-term per query (mean)", f"{tokens['injected_long_term_mean']} (share {tokens['long_term_share']})")
+    if "mem0" in report:
+        mem0 = report["mem0"]
+        if "skipped" in mem0:
+            line("mem0", mem0["skipped"])
+        else:
+            p = mem0["search_ms"]
+            line(f"mem0 at {mem0['memories']:,} memories: adds", f"{mem0['adds_per_second']} per second")
+            line("mem0: search, end to end", f"p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms")
     if "startup" in report:
         up = report["startup"]
         line("start-up: vecmem --help", f"{up['help_s']} s")
         line("start-up: chat prompt shown / first turn done", f"{up['chat_prompt_s']} s / {up['chat_first_turn_s']} s")
+        line("peak RSS of the chat process", f"{up['chat_peak_rss_mb']} MB")
     if "locomo_tokens" in report:
         lt = report["locomo_tokens"]
         line("LoCoMo: conversation tokens (mean)", f"{lt['conversation_tokens_mean']:,}")

@@ -165,13 +165,15 @@ class FilterView:
         generation: int,
         ids: np.ndarray,
         types: np.ndarray,
-        in_types: int,
+        type_sizes: dict[str, int],
         ranking: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         self.mask = mask
         self._ids = ids  # slot -> id, as a numpy object array
         self._types = types  # slot -> type code
-        self._in_types = in_types  # live memories of the filter's types (the dense side searches only those)
+        self.type_sizes = type_sizes  # memories of each type (superseded included): each type's collection size
+        wanted = memory_filter.types if memory_filter.types is not None else type_sizes
+        self._in_types = sum(type_sizes.get(t, 0) for t in wanted)  # what the dense side searches
         self._importance, self._created, self._last = ranking
         self._slots = slots  # the index's live id -> slot map, not a copy (a copy costs ms at 100,000)
         self.memory_filter = memory_filter
@@ -355,11 +357,10 @@ class KeywordIndex:
 
     def _view(self, memory_filter: MemoryFilter) -> FilterView:
         count = len(self._ids)
-        alive = self._alive[:count]
-        if memory_filter.types is not None:
-            alive = alive & self._type_mask(memory_filter, count)
+        sizes = np.bincount(self._type[:count][self._alive[:count]], minlength=len(_TYPE_NAMES))
         return FilterView(self._mask(memory_filter), self._slot, memory_filter, self._generation, self._id_array(),
-                          self._type, int(alive.sum()), (self._importance, self._created, self._last))
+                          self._type, {name: int(sizes[code]) for code, name in enumerate(_TYPE_NAMES)},
+                          (self._importance, self._created, self._last))
 
     def _id_array(self) -> np.ndarray:
         """The slot -> id list as a numpy array, remade only after memories were added (caller holds the lock)."""

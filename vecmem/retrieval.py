@@ -129,7 +129,8 @@ class Retriever:
                     missing.setdefault(kind, []).append(memory_id)
             if missing:
                 count = sum(len(ids) for ids in missing.values())
-                ids, cosines = self.store.nearest(user, vector, count, types=missing, among=missing)
+                ids, cosines = self.store.nearest(user, vector, count, types=missing, among=missing,
+                                                  sizes=view.type_sizes)
                 dense.update(zip(ids, cosines, strict=True))
         fusion = _Fusion(None if vector is None else dense, keyword, settings.dense_weight)
         ranked = self._preselect(user, candidates, fusion, view, now)
@@ -180,7 +181,8 @@ class Retriever:
         filter's types are searched, and within them, when the filter lets most memories through, Chroma is
         asked unfiltered for enough neighbours that ``wanted`` should pass (a few ms); when it lets few
         through, or too few passed, the search is restricted to the visible ids the keyword index knows
-        (exact, about 0.5 microseconds per id). Memories another process wrote since the index was last
+        (exact; the store picks between reading their vectors and a restricted HNSW search by the
+        collection's size). Memories another process wrote since the index was last
         checked are not searched until the next check (``VECMEM_INDEX_CHECK_SECONDS``).
         """
         types = view.memory_filter.types  # a type filter is a choice of collections (store.py)
@@ -191,7 +193,8 @@ class Retriever:
             if len(kept) >= wanted or len(ids) < fetch:  # enough, or every memory was looked at
                 return dict(list(kept.items())[:wanted])
             fetch *= 4
-        ids, cosines = self.store.nearest(user, vector, wanted, types=types, among=view.visible_ids())
+        ids, cosines = self.store.nearest(user, vector, wanted, types=types, among=view.visible_ids(),
+                                          sizes=view.type_sizes)
         return dict(zip(ids, cosines, strict=True))
 
     def _query_vector(self, query: str, utterances: list[str] | None) -> Any:

@@ -31,13 +31,14 @@ def test_bench_reports_every_figure(capsys):
                 "chroma_filtered_query_ms"):
         assert _ordered(report[key]), key
     assert report["search_without_embedding_by_filter_ms"]
-    assert report["peak_rss_mb"] > 0 and report["disk_bytes_per_memory"] > 0
+    assert report["peak_rss_mb"] > 0 and report["ingest"]["peak_rss_mb"] > 0 and report["disk_bytes_per_memory"] > 0
     assert report["first_search_after_open_s"] > 0
     tokens = report["tokens"]
     assert 0 < tokens["injected_long_term_mean"] <= tokens["long_term_share"] < tokens["full_history_per_user"]
     startup = report["startup"]
     assert all(math.isfinite(startup[key]) and startup[key] > 0 for key in ("help_s", "chat_prompt_s",
-                                                                            "chat_first_turn_s"))
+                                                                            "chat_first_turn_s",
+                                                                            "chat_peak_rss_mb"))
 
 
 def test_bench_synthetic_corpus_is_deterministic_and_varied():
