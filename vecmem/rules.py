@@ -135,6 +135,13 @@ _QUESTION = _any(
     r"[?？]\s*$", r"^(?:what|why|how|when|where|who|which|can|could|would|should|is|are|do|does|did|will)\b",
     r"吗[?？]?\s*$", r"什么", r"怎么", r"为什么", r"如何", r"哪个", r"能不能", r"可以.*吗", r"是不是",
 )
+# A question that asks about the user is still a question: it opens with a question word (or, in Chinese,
+# holds one) and ends with a question mark. "I like tea, you know?" opens with neither and is kept.
+_ASKED = _any(
+    r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|would|should|is|are|am|do|does|did|will|have|has)\b"
+    r".*[?？]\s*$",
+    r"(?:什么|怎么|为什么|如何|哪|谁|多少|几|吗|呢).*[?？]\s*$",
+)
 _REQUEST = _any(r"^帮我", r"^请帮", r"^给我写", r"^写一个", r"^(?:can|could) you\b", r"^write\b", r"^help me\b", r"^show me\b")
 _REMEMBER = _any(r"记住", r"记一下", r"别忘", r"\bremember\b", r"\bnote that\b", r"\bkeep in mind\b")
 _EMPHASIS = _any(
@@ -215,7 +222,7 @@ def classify(text: str) -> Classification:
     stripped = _REMEMBER_PREFIX.sub("", text.strip()) or text.strip()
     if _REQUEST.search(stripped) and not _REMEMBER.search(text):
         return Classification(None, "a request to the assistant, not a statement to remember")
-    if _QUESTION.search(stripped) and not _FIRST_PERSON.search(stripped):
+    if _QUESTION.search(stripped) and (not _FIRST_PERSON.search(stripped) or _ASKED.search(stripped)):
         return Classification(None, "a question, not a statement to remember")
     if match := _CONCLUSION.search(stripped):
         return Classification("conclusion", f"conclusion cue '{match.group(0)}'")

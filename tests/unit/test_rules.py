@@ -37,6 +37,11 @@ GATE_TABLE = [
     ("how do I see running processes?", False, None),
     ("can you explain closures?", False, None),
     ("I think so too", False, None),
+    ("which keyboard do I use?", False, None),  # asks about the user; the "I use" inside is not a statement
+    ("what do I work on in Berlin?", False, None),
+    ("我在哪里工作？", False, None),
+    ("我喜欢什么颜色？", False, None),
+    ("I like green tea, you know?", True, "preference"),
 ]
 
 
