@@ -138,7 +138,7 @@ class Retriever:
         parts: dict[str, tuple[float | None, float | None]] = {}
         fetched = 0
         # Fetch the best few by the catalogue's ranking; more only when some turn out hidden or gone (another
-        # process changed them since the catalogue was last checked). Each row read costs about 0.15 ms.
+        # process changed them since the catalogue was last checked). Each row read costs 0.1 to 0.2 ms.
         while len(pairs) < k and fetched < len(ranked):
             chosen = ranked[fetched : fetched + (k - len(pairs)) + FETCH_SPARES]
             fetched += len(chosen)
@@ -181,8 +181,8 @@ class Retriever:
         filter's types are searched, and within them, when the filter lets most memories through, Chroma is
         asked unfiltered for enough neighbours that ``wanted`` should pass (a few ms); when it lets few
         through, or too few passed, the search is restricted to the visible ids the keyword index knows
-        (exact; the store picks between reading their vectors and a restricted HNSW search by the
-        collection's size). Memories another process wrote since the index was last
+        (the store picks between reading their vectors, exact, and a restricted HNSW search, which finds what
+        Chroma's own filtered query finds, by the collection's size). Memories another process wrote since the index was last
         checked are not searched until the next check (``VECMEM_INDEX_CHECK_SECONDS``).
         """
         types = view.memory_filter.types  # a type filter is a choice of collections (store.py)

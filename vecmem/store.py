@@ -386,7 +386,7 @@ class ChromaStore:
         sizes: Mapping[str, int] | None = None,
     ) -> tuple[list[str], list[float]]:
         """Ids and cosine similarities of the ``n_results`` nearest memories of ``types`` (all when None), best
-        first; with ``among`` (type -> ids), an exact search restricted to those ids. ``sizes`` (type -> how
+        first; with ``among`` (type -> ids), a search restricted to those ids. ``sizes`` (type -> how
         many memories its collection holds, from the keyword index's catalogue) lets a restricted search pick
         its cheaper way; without it, only a few ids are compared here.
 
