@@ -23,6 +23,7 @@ from .config import Settings
 from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidInputError, NotFoundError, VecmemError
 from .access import AccessStats
+from .changes import ChangeFeed
 from .lexical import memory_tokens
 from .models import (
     GLOBAL_SCOPE,
@@ -82,10 +83,13 @@ class MemoryBank:
             backend=self.settings.embed_backend,
             cache_dir=self.settings.model_cache,
         )
+        self._changes: ChangeFeed | None = None
         if self.settings.chroma_url:
             self._store = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url)
-        else:
-            self._store = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma")
+        else:  # every process on an embedded store announces its writes, so the others' copies stay exact
+            self._changes = ChangeFeed(self.settings.home / "changes.sqlite3")
+            self._store = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma",
+                                      changes=self._changes)
         if verify_model:
             self._store.check_model()
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
@@ -405,8 +409,11 @@ class MemoryBank:
         self._retriever.keyword_index(self._user(user_id))
 
     def close(self) -> None:
-        """Close the access statistics (every write is already durable; closing is tidiness, not safety)."""
+        """Close the access statistics and the change feed (every write is already durable; closing is
+        tidiness, not safety)."""
         self._access.close()
+        if self._changes is not None:
+            self._changes.close()
 
     def __enter__(self) -> "MemoryBank":
         return self

@@ -2,9 +2,11 @@
 
 The hot path avoids what is slow at 100,000 memories: Chroma's where-filter (only the collections of the
 filter's types are searched, unfiltered, and scope and state are filtered in memory), rebuilding BM25 (edits go
-to a delta), counting the collections (checked at most every ``VECMEM_INDEX_CHECK_SECONDS``), fetching records
-that will not be returned (candidates are ranked from the in-memory catalogue first), and writing access
-statistics to Chroma (``access.py`` keeps them in SQLite).
+to a delta), fetching records that will not be returned (candidates are ranked from the in-memory catalogue
+first), fetching records at all on an embedded store (each user's records are held in memory, kept exact by the
+change feed of ``changes.py``), and writing access statistics to Chroma (``access.py`` keeps them in SQLite).
+With a Chroma server there is no feed: records are read from Chroma and the catalogue is checked against the
+store's counts at most every ``VECMEM_INDEX_CHECK_SECONDS``.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Sequence
 
 import numpy as np
 
 from .access import AccessStats
+from .changes import settle
 from .config import Settings
 from .embed import Embedder
 from .lexical import (
@@ -34,6 +38,7 @@ from .lexical import (
 )
 from .models import Hit, MemoryFilter, MemoryRecord
 from .rank import freshness, rank_by_importance, rerank, score
+from .rows import from_row, to_metadata
 from .store import ChromaStore
 
 __all__ = ["Retriever", "DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY"]
@@ -41,7 +46,20 @@ __all__ = ["Retriever", "DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY"]
 DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
 DIALOGUE_KEYWORD_DECAY = 0.7
 FETCH_SPARES = 3  # records fetched beyond the k wanted: ties, and a catalogue a little behind the store
+PREFETCH_VECTORS_AT_MOST = 64  # keyword candidates whose vectors are read while the query is embedded (3 ms)
+REREAD_AT_MOST = 2_000  # memories changed by others past which the copy is rebuilt instead of patched
 MAX_UNFILTERED = 320  # the largest unfiltered over-fetch (5 ms at 100,000 memories) before restricting by id
+
+
+@dataclass
+class _Copy:
+    """One user's memories as this process holds them, and how current that is."""
+
+    index: KeywordIndex  # also the catalogue of every memory's scope, type, state and importance
+    records: dict[str, MemoryRecord] | None  # None without a change feed: records are then read from Chroma
+    seen: int = 0  # the change feed's last row applied
+    unsettled: dict[str, int] = field(default_factory=dict)  # writes by others begun, not ended: read live
+    checked: float = 0.0  # without a feed: when the index was last checked against the store's count
 
 
 class Retriever:
@@ -50,55 +68,121 @@ class Retriever:
         self.embedder = embedder
         self.settings = settings
         self.access = access
-        self._indexes: dict[str, tuple[KeywordIndex, float]] = {}  # user -> (index, when last checked)
+        self._copies: dict[str, _Copy] = {}
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------------------------------ keeping in step
 
-    # Each takes the lock, so an edit made while another thread builds the index waits for the build and is
-    # then applied to the new index instead of being lost with the old one.
+    # Each takes the lock, so an edit made while another thread builds the copy waits for the build and is
+    # then applied to the new copy instead of being lost with the old one.
 
     def on_written(self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]]) -> None:
         with self._lock:
-            entry = self._indexes.get(user)
-            if entry is not None:
+            copy = self._copies.get(user)
+            if copy is not None:
                 for record, words in zip(records, tokens, strict=True):
-                    entry[0].put(record.id, IndexedMemory.of(record, words))
+                    copy.index.put(record.id, IndexedMemory.of(record, words))
+                self._keep(copy, records)
 
     def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
         with self._lock:
-            entry = self._indexes.get(user)
-            if entry is not None:
-                entry[0].refresh_filters(records)
+            copy = self._copies.get(user)
+            if copy is not None:
+                copy.index.refresh_filters(records)
+                self._keep(copy, records)
 
     def on_forgotten(self, user: str, memory_ids: Sequence[str]) -> None:
         with self._lock:
-            entry = self._indexes.get(user)
-            if entry is not None:
-                entry[0].remove(memory_ids)
+            copy = self._copies.get(user)
+            if copy is not None:
+                copy.index.remove(memory_ids)
+                if copy.records is not None:
+                    for memory_id in memory_ids:
+                        copy.records.pop(memory_id, None)
+
+    @staticmethod
+    def _keep(copy: _Copy, records: Sequence[MemoryRecord]) -> None:
+        if copy.records is not None:  # as Chroma will return them (times pass through epoch seconds)
+            for record in records:
+                copy.records[record.id] = from_row(record.id, record.content, to_metadata(record))
 
     def clear(self) -> None:
         with self._lock:
-            self._indexes.clear()
+            self._copies.clear()
 
     def keyword_index(self, user: str) -> KeywordIndex:
-        """The user's keyword index: built from the store on first use, rebuilt when the store holds a different
-        number of memories than it does (another process wrote), checked at most every index_check_seconds."""
+        """The user's keyword index, brought up to date with other processes' writes."""
+        return self._current(user).index
+
+    def _current(self, user: str) -> _Copy:
+        """The user's copy: built from the store on first use, then kept in step. With a change feed, exactly:
+        what other processes changed since the last look is re-read. Without one (a Chroma server), the copy
+        is rebuilt when the store holds a different number of memories, checked every index_check_seconds."""
         with self._lock:
-            now = time.monotonic()
-            entry = self._indexes.get(user)
-            if entry is not None and now - entry[1] < self.settings.index_check_seconds:
-                return entry[0]
-            if entry is None or len(entry[0]) != self.store.count(user):  # count() also sees new collections
-                warm_up()  # one-time costs (jieba's dictionary) belong with this one-time build, not a query
-                index = KeywordIndex()
-                index.replace_all(
-                    (record.id, IndexedMemory.of(record, words if words is not None else memory_tokens(record)))
-                    for record, words in self.store.scan_keywords(user)
-                )
-                entry = (index, now)
-            self._indexes[user] = (entry[0], now)
-            return entry[0]
+            copy = self._copies.get(user)
+            feed = self.store.changes
+            if copy is None:
+                copy = self._copies[user] = self._build(user)
+            elif feed is not None:
+                changes = feed.since(user, copy.seen)
+                if changes.rebuild or len(changes.changed) > REREAD_AT_MOST:
+                    copy = self._copies[user] = self._build(user)
+                else:
+                    settle(copy.unsettled, changes)
+                    if changes.changed:
+                        self._reread(user, copy, changes.changed)
+                    copy.seen = changes.seen
+            elif time.monotonic() - copy.checked >= self.settings.index_check_seconds:
+                if len(copy.index) != self.store.count(user):  # count() also sees new collections
+                    copy = self._copies[user] = self._build(user)
+                copy.checked = time.monotonic()
+            return copy
+
+    def _build(self, user: str) -> _Copy:
+        feed = self.store.changes
+        seen = 0 if feed is None else feed.head()  # read first: a write finishing during the scan is re-read
+        warm_up()  # one-time costs (jieba's dictionary) belong with this one-time build, not a query
+        self.store.refresh(user)  # collections another process created count too
+        index = KeywordIndex()
+        records: dict[str, MemoryRecord] | None = None if feed is None else {}
+
+        def entries() -> Any:
+            for record, words in self.store.scan_keywords(user):
+                if records is not None:
+                    records[record.id] = record
+                yield record.id, IndexedMemory.of(record, words if words is not None else memory_tokens(record))
+
+        index.replace_all(entries())
+        unsettled = {} if feed is None else feed.unsettled(user, seen)
+        return _Copy(index, records, seen=seen, unsettled=unsettled, checked=time.monotonic())
+
+    def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
+        """Re-read memories another process changed: changed ones replace the copy's, deleted ones leave it."""
+        found = self.store.get_indexed(user, sorted(memory_ids))
+        gone = [memory_id for memory_id in memory_ids if memory_id not in found]
+        if gone:
+            copy.index.remove(gone)
+        for memory_id, (record, words) in found.items():
+            copy.index.put(memory_id, IndexedMemory.of(record, words if words is not None else memory_tokens(record)))
+        if copy.records is not None:
+            for memory_id in gone:
+                copy.records.pop(memory_id, None)
+            copy.records.update((memory_id, record) for memory_id, (record, _) in found.items())
+
+    def _records(self, user: str, copy: _Copy, ids: Sequence[str], view: FilterView) -> list[MemoryRecord]:
+        """The records of these memories: from the copy where it is exact, else from Chroma (no feed, a write
+        by another process in flight, or a memory the copy does not know yet)."""
+        held = copy.records
+        if held is None:
+            live = list(ids)
+            found = []
+        else:
+            live = [i for i in ids if i not in held or i in copy.unsettled]
+            found = [held[i] for i in ids if i in held and i not in copy.unsettled]
+        if live:
+            type_of = {i: t for i in live if (t := view.type_of(i)) is not None}
+            found.extend(self.store.get(user, live, type_of=type_of).values())
+        return found
 
     # ------------------------------------------------------------------------------------------ ranking
 
@@ -111,27 +195,30 @@ class Retriever:
         mode = settings.search_mode
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
         utterances = split_dialogue(query)
-        index = self.keyword_index(user)  # also the catalogue of every memory's scope, type, state, importance
+        copy = self._current(user)
+        index = copy.index
         view = index.view(memory_filter)
-        dense: dict[str, float] = {}
-        vector = None
-        if mode != "keyword":
-            vector = self._query_vector(query, utterances)
-            dense = self._dense_candidates(user, vector, wanted, view)
+        # The query is embedded in another thread while the keyword side runs here and reads the stored vectors
+        # of its candidates (both take a few ms; the embedding 8 ms, mostly outside the GIL).
+        pending = None if mode == "keyword" else _embedding_pool().submit(self._query_vector, query, utterances)
         keyword = None
+        stored: dict[str, np.ndarray] | None = None
         if mode != "dense":
             keyword = index.search(_query_parts(query, utterances), view, wanted)
+            top = [memory_id for memory_id, _ in keyword.top]
+            if pending is not None and len(top) <= PREFETCH_VECTORS_AT_MOST:
+                stored = self.store.vectors(user, top, type_of={i: t for i in top if (t := view.type_of(i))})
+        dense: dict[str, float] = {}
+        vector = None if pending is None else pending.result()
+        if vector is not None:
+            dense = self._dense_candidates(user, vector, wanted, view)
         candidates = list(dense) + [i for i, _ in (keyword.top if keyword else []) if i not in dense]
         if vector is not None:  # keyword-only candidates: their cosine from their stored vectors
-            missing: dict[str, list[str]] = {}
-            for memory_id in candidates:
-                if memory_id not in dense and (kind := view.type_of(memory_id)) is not None:
-                    missing.setdefault(kind, []).append(memory_id)
-            if missing:
-                count = sum(len(ids) for ids in missing.values())
-                ids, cosines = self.store.nearest(user, vector, count, types=missing, among=missing,
-                                                  sizes=view.type_sizes)
-                dense.update(zip(ids, cosines, strict=True))
+            keyword_only = [memory_id for memory_id in candidates if memory_id not in dense]
+            if stored is not None:
+                dense.update((i, float(stored[i] @ vector)) for i in keyword_only if i in stored)
+            else:
+                self._add_cosines(user, vector, keyword_only, view, dense)
         fusion = _Fusion(None if vector is None else dense, keyword, settings.dense_weight)
         ranked = self._preselect(user, candidates, fusion, view, now)
         pairs = []
@@ -142,8 +229,7 @@ class Retriever:
         while len(pairs) < k and fetched < len(ranked):
             chosen = ranked[fetched : fetched + (k - len(pairs)) + FETCH_SPARES]
             fetched += len(chosen)
-            type_of = {i: t for i in chosen if (t := view.type_of(i)) is not None}
-            for record in self.access.apply(list(self.store.get(user, chosen, type_of=type_of).values())):
+            for record in self.access.apply(self._records(user, copy, chosen, view)):
                 if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
                     continue
                 similarity, cosine, relative = fusion.parts(record.id)
@@ -151,6 +237,21 @@ class Retriever:
                 parts[record.id] = (cosine, relative)
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1]) for hit in hits]
+
+    def _add_cosines(
+        self, user: str, vector: Any, memory_ids: list[str], view: FilterView, dense: dict[str, float]
+    ) -> None:
+        """Cosines of many keyword-only candidates, by the cheaper of reading their vectors or a restricted
+        HNSW search (the store decides)."""
+        missing: dict[str, list[str]] = {}
+        for memory_id in memory_ids:
+            if (kind := view.type_of(memory_id)) is not None:
+                missing.setdefault(kind, []).append(memory_id)
+        if missing:
+            count = sum(len(ids) for ids in missing.values())
+            ids, cosines = self.store.nearest(user, vector, count, types=missing, among=missing,
+                                              sizes=view.type_sizes)
+            dense.update(zip(ids, cosines, strict=True))
 
     def _preselect(
         self, user: str, candidates: list[str], fusion: "_Fusion", view: FilterView, now: datetime
@@ -206,6 +307,18 @@ class Retriever:
         mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(mean))
         return mean / norm if norm else mean
+
+
+_EMBEDDING_POOL: ThreadPoolExecutor | None = None
+_EMBEDDING_POOL_LOCK = threading.Lock()
+
+
+def _embedding_pool() -> ThreadPoolExecutor:
+    global _EMBEDDING_POOL
+    with _EMBEDDING_POOL_LOCK:
+        if _EMBEDDING_POOL is None:
+            _EMBEDDING_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vecmem-query-embedding")
+        return _EMBEDDING_POOL
 
 
 class _Fusion:

@@ -16,6 +16,9 @@ Layout
 
 Rows (``rows.py``) keep a memory's fields in the metadata together with its keyword tokens (``keywords``),
 written in the same call as the vector, so the keyword index is always rebuilt from the store.
+
+Given a ``ChangeFeed`` (``changes.py``, embedded stores), every write is announced there around the Chroma
+call, so other processes' in-memory copies learn which memories to re-read.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from .changes import ChangeFeed
 from .errors import EmbeddingMismatchError, InvalidInputError, StoreError, VecmemError
 from .models import MEMORY_TYPES, MemoryFilter, MemoryRecord
 from .rows import from_row, to_metadata, where_clause
@@ -104,10 +108,13 @@ class ChromaStore:
 
     collection_name = staticmethod(_collection_name)  # for tools that open a user's collection directly
 
-    def __init__(self, *, model_name: str, path: Path | None = None, url: str | None = None) -> None:
+    def __init__(
+        self, *, model_name: str, path: Path | None = None, url: str | None = None, changes: ChangeFeed | None = None
+    ) -> None:
         if (path is None) == (url is None):
             raise ValueError("give exactly one of path or url")
         self.model_name = model_name
+        self.changes = changes
         self.location = url or str(path)
         self._client = self._connect(path, url)
         self._collections: dict[str, dict[str, Any]] = {}  # user -> {type: collection} of those that exist
@@ -270,6 +277,7 @@ class ChromaStore:
                     break
                 offset += _PAGE
             self._client.delete_collection(legacy.name)  # only now: every row is in its new home
+        self._announce_reset(user_id)
 
     def _finish_interrupted_rebuild(self, name: str) -> Any | None:
         """A reindex that died between dropping the old collection and renaming the new one left it complete."""
@@ -299,16 +307,46 @@ class ChromaStore:
     ) -> dict[str, MemoryRecord]:
         """The memories with these ids; ``type_of`` (id -> type, from the keyword index) saves asking every
         type's collection."""
-        return {i: record for i, (record, _) in self._get(user_id, ids, type_of, embeddings=False).items()}
+        return {i: record for i, (record, _, _) in self._read(user_id, ids, type_of, embeddings=False).items()}
 
     def get_with_embeddings(
         self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str] | None = None
     ) -> dict[str, tuple[MemoryRecord, np.ndarray]]:
-        return self._get(user_id, ids, type_of, embeddings=True)  # type: ignore[return-value]
+        return {i: (record, vector) for i, (record, vector, _) in  # type: ignore[misc]
+                self._read(user_id, ids, type_of, embeddings=True).items()}
 
-    def _get(
+    def get_indexed(self, user_id: str, ids: Sequence[str]) -> dict[str, tuple[MemoryRecord, list[str] | None]]:
+        """The memories with these ids and their stored keyword tokens (None when written before they existed),
+        looking in collections another process may have created since: what re-reads another process's writes."""
+        found = self._read(user_id, ids, None, embeddings=False)
+        if len(found) < len(set(ids)):
+            self.refresh(user_id)
+            found.update(self._read(user_id, [i for i in ids if i not in found], None, embeddings=False))
+        return {i: (record, keywords) for i, (record, _, keywords) in found.items()}
+
+    def vectors(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str]) -> dict[str, np.ndarray]:
+        """The stored embeddings of these memories (ids without a type in ``type_of`` are skipped), one read
+        per type collection, those run at once."""
+        collections = self._typed(user_id, set(type_of.values()))
+        plan: dict[str, list[str]] = {}
+        for memory_id in dict.fromkeys(ids):
+            if type_of.get(memory_id) in collections:
+                plan.setdefault(type_of[memory_id], []).append(memory_id)
+
+        def one(item: tuple[str, list[str]]) -> list[tuple[str, np.ndarray]]:
+            memory_type, wanted = item
+            with _chroma_errors("reading embeddings"):
+                rows = collections[memory_type].get(ids=wanted, include=["embeddings"])
+            return list(zip(rows["ids"], np.asarray(rows["embeddings"], dtype=np.float32).reshape(len(rows["ids"]), -1),
+                            strict=True))
+
+        items = list(plan.items())
+        results = [one(items[0])] if len(items) == 1 else list(_search_pool().map(one, items))
+        return {memory_id: vector for result in results for memory_id, vector in result}
+
+    def _read(
         self, user_id: str, ids: Sequence[str], type_of: Mapping[str, str] | None, *, embeddings: bool
-    ) -> dict[str, tuple[MemoryRecord, np.ndarray | None]]:
+    ) -> dict[str, tuple[MemoryRecord, np.ndarray | None, list[str] | None]]:
         if not ids:
             return {}
         collections = self._typed(user_id, verify=embeddings)
@@ -318,7 +356,7 @@ class ChromaStore:
             for memory_type in [known] if known in collections else collections:
                 plan.setdefault(memory_type, []).append(memory_id)
         include = ["documents", "metadatas", "embeddings"] if embeddings else ["documents", "metadatas"]
-        found: dict[str, tuple[MemoryRecord, np.ndarray | None]] = {}
+        found: dict[str, tuple[MemoryRecord, np.ndarray | None, list[str] | None]] = {}
         for memory_type, wanted in plan.items():
             with _chroma_errors("reading memories"):
                 rows = collections[memory_type].get(ids=wanted, include=include)
@@ -326,8 +364,10 @@ class ChromaStore:
             for memory_id, document, metadata, vector in zip(
                 rows["ids"], rows["documents"], rows["metadatas"], vectors, strict=True
             ):
+                keywords = (metadata or {}).get("keywords")
                 found[memory_id] = (from_row(memory_id, document, metadata),
-                                    None if vector is None else np.asarray(vector, dtype=np.float32))
+                                    None if vector is None else np.asarray(vector, dtype=np.float32),
+                                    None if keywords is None else keywords.split())
         return found
 
     def count(self, user_id: str) -> int:
@@ -474,21 +514,23 @@ class ChromaStore:
         for position, record in enumerate(records):
             by_type.setdefault(record.type, []).append(position)
         collections = self._typed(user_id, by_type, create_with_dimension=int(vectors.shape[1]))
-        for memory_type, positions in by_type.items():
-            batch = [records[p] for p in positions]
-            with _chroma_errors("writing memories"):
-                collections[memory_type].upsert(
-                    ids=[r.id for r in batch],
-                    embeddings=vectors[positions],
-                    documents=[r.content for r in batch],
-                    metadatas=[{**to_metadata(r), "keywords": " ".join(keywords[p])} for r, p in zip(batch, positions, strict=True)],
-                )
-        if not new:
-            for memory_type, collection in self._typed(user_id, verify=False).items():
-                stale = [r.id for r in records if r.type != memory_type]
-                if stale:
-                    with _chroma_errors("moving memories between types"):
-                        collection.delete(ids=stale)
+        with self._announced(user_id, [r.id for r in records]):
+            for memory_type, positions in by_type.items():
+                batch = [records[p] for p in positions]
+                with _chroma_errors("writing memories"):
+                    collections[memory_type].upsert(
+                        ids=[r.id for r in batch],
+                        embeddings=vectors[positions],
+                        documents=[r.content for r in batch],
+                        metadatas=[{**to_metadata(r), "keywords": " ".join(keywords[p])}
+                                   for r, p in zip(batch, positions, strict=True)],
+                    )
+            if not new:
+                for memory_type, collection in self._typed(user_id, verify=False).items():
+                    stale = [r.id for r in records if r.type != memory_type]
+                    if stale:
+                        with _chroma_errors("moving memories between types"):
+                            collection.delete(ids=stale)
 
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the fields of existing memories whose content, tags and type did not change."""
@@ -496,10 +538,11 @@ class ChromaStore:
             return
         self._check_owner(user_id, records)
         collections = self._typed(user_id, {r.type for r in records}, verify=False)
-        for memory_type, collection in collections.items():
-            batch = [r for r in records if r.type == memory_type]
-            with _chroma_errors("updating memories"):
-                collection.update(ids=[r.id for r in batch], metadatas=[to_metadata(r) for r in batch])
+        with self._announced(user_id, [r.id for r in records]):
+            for memory_type, collection in collections.items():
+                batch = [r for r in records if r.type == memory_type]
+                with _chroma_errors("updating memories"):
+                    collection.update(ids=[r.id for r in batch], metadatas=[to_metadata(r) for r in batch])
         missing = {r.type for r in records} - set(collections)
         if missing:
             raise StoreError(f"user {user_id!r} has no {', '.join(sorted(missing))} memories to update")
@@ -507,9 +550,17 @@ class ChromaStore:
     def delete(self, user_id: str, ids: Sequence[str]) -> None:
         if not ids:
             return
-        for collection in self._typed(user_id, verify=False).values():
-            with _chroma_errors("deleting memories"):
-                collection.delete(ids=list(ids))
+        with self._announced(user_id, ids):
+            for collection in self._typed(user_id, verify=False).values():
+                with _chroma_errors("deleting memories"):
+                    collection.delete(ids=list(ids))
+
+    def _announced(self, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self.changes is None else self.changes.writing(user_id, ids)
+
+    def _announce_reset(self, user_id: str) -> None:
+        if self.changes is not None:
+            self.changes.reset(user_id)
 
     @staticmethod
     def _check_owner(user_id: str, records: Sequence[MemoryRecord]) -> None:
@@ -555,6 +606,7 @@ class ChromaStore:
                 renamed = self._client.get_collection(name, embedding_function=None)
                 renamed.modify(metadata=self._user_metadata(user_id, dimension, memory_type))
         self.refresh(user_id)
+        self._announce_reset(user_id)
         return copied
 
     @staticmethod

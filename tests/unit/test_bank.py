@@ -180,7 +180,7 @@ class TestSearch:
         queries = bank.embedder.query_calls
         fresh.warm_up(user_id="alice")
         assert bank.embedder.query_calls == queries + 1
-        assert "alice" in fresh._retriever._indexes and len(fresh._retriever._indexes["alice"][0]) == 1
+        assert "alice" in fresh._retriever._copies and len(fresh._retriever._copies["alice"].index) == 1
 
     def test_an_edit_during_an_index_build_is_not_lost(self, bank):
         """A write while another thread builds the keyword index lands in the new index (the build holds the
@@ -195,7 +195,7 @@ class TestSearch:
         added = fresh.add("a new memory about coffee", memory_id="late")
         builder.join()
         assert "late" in ids(fresh.search("coffee", 3, record_access=False))
-        assert added.id in fresh._retriever._indexes["default"][0]
+        assert added.id in fresh._retriever._copies["default"].index
 
     def test_k_bounds(self, bank):
         bank.add("only one memory")
