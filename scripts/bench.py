@@ -153,10 +153,10 @@ class PrecomputedEmbedder:
         return self._inner.dimension
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._table[text]
+        return self._table[text] if text in self._table else self._inner.embed_query(text)  # warm_up's text
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._table[t] for t in texts])
+        return np.stack([self.embed_query(t) for t in texts])
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._inner.embed_documents(texts)
@@ -405,15 +405,17 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             reopened.search(queries[0].text, args.k, user_id=queries[0].user_id, record_access=False)
             report["first_search_after_open_s"] = round(time.perf_counter() - started, 2)
+            reopened.warm_up(user_id=queries[0].user_id)  # what the chat does while its user types
+            report["warm_after_open_s"] = round(time.perf_counter() - started, 2)
 
         search = lambda q: bank.search(q.text, args.k, user_id=q.user_id, session_id=q.session_id, types=q.types)  # noqa: E731
-        for query in queries[:5]:
-            search(query)  # first searches build each user's keyword index
+        for user in users:
+            bank.warm_up(user_id=user)  # each user's copy, vectors included, as a running chat has them
         report["search_ms"] = percentiles(timed(search, queries))
 
         fast = MemoryBank(settings, embedder=PrecomputedEmbedder(embedder, vectors))
-        for query in queries[:5]:
-            fast.search(query.text, args.k, user_id=query.user_id)
+        for user in users:
+            fast.warm_up(user_id=user)
         without = timed(lambda q: fast.search(q.text, args.k, user_id=q.user_id, session_id=q.session_id,
                                                types=q.types), queries)
         report["search_without_embedding_ms"] = percentiles(without)
@@ -425,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["build_context_ms"] = percentiles(timed(
             lambda q: bank.build_context(q.text, user_id=q.user_id, session_id=q.session_id), queries))
-        # three banks (timed, without embeddings, reopened) each hold a keyword index by now; before the baseline
+        # two banks (timed, without embeddings) each hold a copy of every user by now; before the baseline
         report["peak_rss_mb"] = peak_rss_mb()
         if (home / "naive").exists():
             import shutil
@@ -471,6 +473,7 @@ def print_report(report: dict[str, Any]) -> None:
     if report["ingest"].get("per_second_by_tenth"):
         line("  ... by tenth of the corpus", ", ".join(str(rate) for rate in report["ingest"]["per_second_by_tenth"]))
     line("first search after opening (builds the index)", f"{report['first_search_after_open_s']} s")
+    line("after opening, until the vectors are held too", f"{report['warm_after_open_s']} s")
     for key, label in (("search_ms", "search, end to end"), ("search_without_embedding_ms", "search without the query embedding"),
                        ("embed_query_ms", "query embedding alone"), ("build_context_ms", "build_context"),
                        ("chroma_filtered_query_ms", "Chroma's own where-filtered query")):

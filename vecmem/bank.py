@@ -224,8 +224,9 @@ class MemoryBank:
             by_user.setdefault(record.user_id, []).append(index)
         for user, indexes in by_user.items():
             written, words = [records[i] for i in indexes], [tokens[i] for i in indexes]
-            self._store.upsert(user, written, vectors[indexes], words, new=new)
-            self._retriever.on_written(user, written, words)
+            embedded = vectors[indexes]
+            self._store.upsert(user, written, embedded, words, new=new)
+            self._retriever.on_written(user, written, words, embedded)
 
     def _rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
         """Store changed fields of memories whose content, tags and context (so vector and keywords) stay."""
@@ -402,16 +403,20 @@ class MemoryBank:
             self._access.record([hit.record for hit in hits], self._clock())
 
     def warm_up(self, *, user_id: str | None = None) -> None:
-        """Load what the first search would otherwise wait for: the embedding model (seconds) and the
-        user's keyword index (built from the store). Safe to run in a background thread (the chat does,
-        while the user types its first message)."""
+        """Load what the first search would otherwise wait for: the embedding model (seconds), the user's
+        keyword index and records (built from the store), and returns once the user's vectors are held in
+        memory too (held.py). Safe to run in a background thread (the chat does, while the user types its
+        first message)."""
         self.embedder.embed_query("warm up")
-        self._retriever.keyword_index(self._user(user_id))
+        user = self._user(user_id)
+        self._retriever.keyword_index(user)
+        self._retriever.wait_for_vectors(user)
 
     def close(self) -> None:
         """Close the access statistics and the change feed (every write is already durable; closing is
         tidiness, not safety)."""
         self._access.close()
+        self._retriever.clear()  # a closed bank lets go of the users' copies (100 MB and more each)
         if self._changes is not None:
             self._changes.close()
 

@@ -11,6 +11,7 @@ store's counts at most every ``VECMEM_INDEX_CHECK_SECONDS``.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -23,6 +24,7 @@ import numpy as np
 
 from .access import AccessStats
 from .changes import settle
+from .held import HOLD_AT_MOST_BYTES, HeldVectors
 from .config import Settings
 from .embed import Embedder
 from .lexical import (
@@ -43,6 +45,8 @@ from .store import ChromaStore
 
 __all__ = ["Retriever", "DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY"]
 
+log = logging.getLogger(__name__)
+
 DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
 DIALOGUE_KEYWORD_DECAY = 0.7
 FETCH_SPARES = 3  # records fetched beyond the k wanted: ties, and a catalogue a little behind the store
@@ -60,6 +64,8 @@ class _Copy:
     seen: int = 0  # the change feed's last row applied
     unsettled: dict[str, int] = field(default_factory=dict)  # writes by others begun, not ended: read live
     checked: float = 0.0  # without a feed: when the index was last checked against the store's count
+    vectors: HeldVectors | None = None  # with a feed, and for users that fit (held.py)
+    loaded: threading.Event = field(default_factory=threading.Event)  # the vectors' loader has finished
 
 
 class Retriever:
@@ -76,13 +82,17 @@ class Retriever:
     # Each takes the lock, so an edit made while another thread builds the copy waits for the build and is
     # then applied to the new copy instead of being lost with the old one.
 
-    def on_written(self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]]) -> None:
+    def on_written(
+        self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]], vectors: np.ndarray
+    ) -> None:
         with self._lock:
             copy = self._copies.get(user)
             if copy is not None:
                 for record, words in zip(records, tokens, strict=True):
                     copy.index.put(record.id, IndexedMemory.of(record, words))
                 self._keep(copy, records)
+                if copy.vectors is not None:
+                    copy.vectors.put([record.id for record in records], vectors)
 
     def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
         with self._lock:
@@ -99,6 +109,8 @@ class Retriever:
                 if copy.records is not None:
                     for memory_id in memory_ids:
                         copy.records.pop(memory_id, None)
+                if copy.vectors is not None:
+                    copy.vectors.remove(memory_ids)
 
     @staticmethod
     def _keep(copy: _Copy, records: Sequence[MemoryRecord]) -> None:
@@ -154,7 +166,44 @@ class Retriever:
 
         index.replace_all(entries())
         unsettled = {} if feed is None else feed.unsettled(user, seen)
-        return _Copy(index, records, seen=seen, unsettled=unsettled, checked=time.monotonic())
+        copy = _Copy(index, records, seen=seen, unsettled=unsettled, checked=time.monotonic())
+        dimension = self._dimension()
+        if feed is not None and dimension and len(index) * dimension * 4 <= HOLD_AT_MOST_BYTES:
+            copy.vectors = HeldVectors()
+            threading.Thread(target=self._load_vectors, args=(user, copy), daemon=True,
+                             name="vecmem-load-vectors").start()
+        else:
+            copy.loaded.set()
+        return copy
+
+    def _dimension(self) -> int | None:
+        stored = self.store.stored_model()
+        return stored[1] if stored else None
+
+    def _load_vectors(self, user: str, copy: _Copy) -> None:
+        """Fill the copy's held vectors from the store (a background thread; searches read Chroma meanwhile)."""
+        assert copy.vectors is not None
+        try:
+            for ids, matrix in self.store.scan_vectors(user):
+                if self._copies.get(user) is not copy:  # replaced or cleared: stop spending on it
+                    copy.vectors.abandoned = True
+                    return
+                copy.vectors.put(ids, matrix, unless_held=True)
+            copy.vectors.complete = True
+        except Exception as exc:  # the vectors are an optimisation: a failure leaves searches reading Chroma
+            copy.vectors.abandoned = True
+            log.warning("could not hold the vectors of user %r in memory: %s", user, exc)
+        finally:
+            copy.loaded.set()
+
+    def wait_for_vectors(self, user: str, timeout: float | None = None) -> bool:
+        """Block until the user's vectors are held (or will not be); True when they are all held."""
+        with self._lock:
+            copy = self._copies.get(user)
+        if copy is None:
+            return False
+        copy.loaded.wait(timeout)
+        return copy.vectors is not None and copy.vectors.complete
 
     def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
         """Re-read memories another process changed: changed ones replace the copy's, deleted ones leave it."""
@@ -162,12 +211,16 @@ class Retriever:
         gone = [memory_id for memory_id in memory_ids if memory_id not in found]
         if gone:
             copy.index.remove(gone)
-        for memory_id, (record, words) in found.items():
+        for memory_id, (record, _, words) in found.items():
             copy.index.put(memory_id, IndexedMemory.of(record, words if words is not None else memory_tokens(record)))
         if copy.records is not None:
             for memory_id in gone:
                 copy.records.pop(memory_id, None)
-            copy.records.update((memory_id, record) for memory_id, (record, _) in found.items())
+            copy.records.update((memory_id, record) for memory_id, (record, _, _) in found.items())
+        if copy.vectors is not None:
+            copy.vectors.remove(gone)
+            if found:
+                copy.vectors.put(list(found), np.stack([vector for _, vector, _ in found.values()]))
 
     def _records(self, user: str, copy: _Copy, ids: Sequence[str], view: FilterView) -> list[MemoryRecord]:
         """The records of these memories: from the copy where it is exact, else from Chroma (no feed, a write
@@ -206,7 +259,11 @@ class Retriever:
         if mode != "dense":
             keyword = index.search(_query_parts(query, utterances), view, wanted)
             top = [memory_id for memory_id, _ in keyword.top]
-            if pending is not None and len(top) <= PREFETCH_VECTORS_AT_MOST:
+            if copy.vectors is not None and copy.vectors.complete:
+                top = []  # every vector is held
+            elif copy.vectors is not None:
+                top = [memory_id for memory_id in top if memory_id not in copy.vectors]
+            if pending is not None and top and len(top) <= PREFETCH_VECTORS_AT_MOST:
                 stored = self.store.vectors(user, top, type_of={i: t for i in top if (t := view.type_of(i))})
         dense: dict[str, float] = {}
         vector = None if pending is None else pending.result()
@@ -215,9 +272,12 @@ class Retriever:
         candidates = list(dense) + [i for i, _ in (keyword.top if keyword else []) if i not in dense]
         if vector is not None:  # keyword-only candidates: their cosine from their stored vectors
             keyword_only = [memory_id for memory_id in candidates if memory_id not in dense]
+            if copy.vectors is not None:
+                dense.update(copy.vectors.cosines(keyword_only, vector))
+                keyword_only = [memory_id for memory_id in keyword_only if memory_id not in dense]
             if stored is not None:
                 dense.update((i, float(stored[i] @ vector)) for i in keyword_only if i in stored)
-            else:
+            elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
         fusion = _Fusion(None if vector is None else dense, keyword, settings.dense_weight)
         ranked = self._preselect(user, candidates, fusion, view, now)

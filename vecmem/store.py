@@ -315,14 +315,30 @@ class ChromaStore:
         return {i: (record, vector) for i, (record, vector, _) in  # type: ignore[misc]
                 self._read(user_id, ids, type_of, embeddings=True).items()}
 
-    def get_indexed(self, user_id: str, ids: Sequence[str]) -> dict[str, tuple[MemoryRecord, list[str] | None]]:
-        """The memories with these ids and their stored keyword tokens (None when written before they existed),
-        looking in collections another process may have created since: what re-reads another process's writes."""
-        found = self._read(user_id, ids, None, embeddings=False)
+    def get_indexed(
+        self, user_id: str, ids: Sequence[str]
+    ) -> dict[str, tuple[MemoryRecord, np.ndarray, list[str] | None]]:
+        """The memories with these ids, their embeddings and their stored keyword tokens (None when written
+        before they existed), looking in collections another process may have created since: what re-reads
+        another process's writes."""
+        found = self._read(user_id, ids, None, embeddings=True)
         if len(found) < len(set(ids)):
             self.refresh(user_id)
-            found.update(self._read(user_id, [i for i in ids if i not in found], None, embeddings=False))
-        return {i: (record, keywords) for i, (record, _, keywords) in found.items()}
+            found.update(self._read(user_id, [i for i in ids if i not in found], None, embeddings=True))
+        return found  # type: ignore[return-value]
+
+    def scan_vectors(self, user_id: str, page: int = 5_000) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every stored embedding of the user, a page (ids, matrix) at a time."""
+        for collection in self._typed(user_id).values():
+            offset = 0
+            while True:
+                with _chroma_errors("reading embeddings"):
+                    rows = collection.get(limit=page, offset=offset, include=["embeddings"])
+                if rows["ids"]:
+                    yield list(rows["ids"]), np.asarray(rows["embeddings"], dtype=np.float32)
+                if len(rows["ids"]) < page:
+                    break
+                offset += page
 
     def vectors(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str]) -> dict[str, np.ndarray]:
         """The stored embeddings of these memories (ids without a type in ``type_of`` are skipped), one read

@@ -1,0 +1,83 @@
+"""Held vectors give a search exactly the cosines Chroma's stored vectors give, and stay in step with writes."""
+
+import random
+
+import numpy as np
+import pytest
+
+import vecmem.retrieval as retrieval
+from tests.conftest import FakeEmbedder
+from vecmem.held import HeldVectors
+
+WORDS = "heron crane stork ibis egret swan goose duck teal wigeon".split()
+
+
+def _stock(bank, count=300):
+    rng = random.Random(3)
+    for i in range(count):
+        bank.add(" ".join(rng.choices(WORDS, k=5)) + f" {i}", memory_id=f"b{i}",
+                 memory_type=rng.choice(["fact", "preference", "instruction", "conclusion"]))
+
+
+def _ranked(bank, query):
+    return [(hit.id, round(hit.score, 6), None if hit.dense is None else round(hit.dense, 5))
+            for hit in bank.search(query, 4, record_access=False)]
+
+
+@pytest.fixture
+def stocked_pair(make_bank, monkeypatch):
+    """A bank holding its vectors, and one on the same store that reads every vector from Chroma."""
+    embedder = FakeEmbedder(dimension=32)
+    held = make_bank(embedder=embedder)
+    _stock(held)
+    held.warm_up()
+    assert held._retriever.wait_for_vectors("default")
+    monkeypatch.setattr(retrieval, "HOLD_AT_MOST_BYTES", 0)  # the second one never holds
+    reading = make_bank(embedder=embedder)
+    reading.warm_up()
+    assert reading._retriever._current("default").vectors is None
+    return held, reading
+
+
+def test_held_vectors_rank_exactly_as_stored_ones(stocked_pair, monkeypatch):
+    held, reading = stocked_pair
+    vectors = held._retriever._current("default").vectors
+    assert len(vectors) == 300
+    answered = []
+    original = vectors.cosines
+    monkeypatch.setattr(vectors, "cosines", lambda ids, query: answered.append(len(ids)) or original(ids, query))
+    for query in ("heron crane", "teal wigeon goose 17", "duck", "egret swan ibis stork", "17 23 42 99"):
+        assert _ranked(held, query) == _ranked(reading, query)
+    assert sum(answered) > 10  # keyword-only candidates were compared from the held vectors
+
+
+def test_held_vectors_follow_edits_here_and_in_another_process(stocked_pair):
+    held, reading = stocked_pair
+    held.update("b3", content="a pelican in the harbour")
+    reading.update("b4", content="a pelican on the pier")
+    reading.forget("b5")
+    for query in ("pelican harbour", "pelican pier", "heron crane"):
+        assert _ranked(held, query) == _ranked(reading, query)
+    vectors = held._retriever._current("default").vectors
+    assert "b5" not in vectors
+    expected = held.embedder.embed_documents(["a pelican on the pier"])[0]
+    cosine = vectors.cosines(["b4"], expected)["b4"]
+    assert cosine == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_loader_never_replaces_a_newer_vector():
+    vectors = HeldVectors()
+    vectors.put(["a"], np.array([[1.0, 0.0]]))
+    vectors.put(["a", "b"], np.array([[0.0, 1.0], [0.0, 2.0]]), unless_held=True)
+    assert vectors.cosines(["a", "b"], np.array([1.0, 0.0])) == {"a": 1.0, "b": 0.0}
+    vectors.put(["a"], np.array([[0.0, 3.0]]))  # a write replaces
+    assert vectors.cosines(["a"], np.array([0.0, 1.0])) == {"a": 1.0}
+
+
+def test_rows_of_removed_memories_are_reused_and_the_matrix_grows():
+    vectors = HeldVectors()
+    vectors.put([f"m{i}" for i in range(1500)], np.eye(1500, 4, dtype=np.float32) + 0.5)
+    vectors.remove(["m0", "m1"])
+    vectors.put(["n0", "n1"], np.ones((2, 4)))
+    assert len(vectors) == 1500 and "m0" not in vectors and vectors._used == 1500
+    assert vectors.cosines(["n0", "m0"], np.ones(4)) == {"n0": pytest.approx(1.0)}

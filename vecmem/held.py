@@ -1,0 +1,96 @@
+"""One user's stored embeddings held in memory, so a search needs no Chroma read for its keyword candidates.
+
+A search compares the query with the vectors of the keyword side's candidates that the dense side did not
+find. Reading them from Chroma costs 2 to 5 ms a search at 100,000 memories (one read per type collection, on
+cores the query embedding needs at the same moment); from memory, microseconds. Measured with the bench's
+queries at 100,000 memories: search p50 20.3 -> 18.3 ms, p95 25.3 -> 23.0 ms.
+
+The vectors are loaded in a background thread after the user's copy is built (7 s at 100,000 memories), and only
+for users whose vectors fit ``HOLD_AT_MOST_BYTES`` (154 MB is 100,000 memories of 384 dimensions). Until
+loaded, or for a bigger user, the missing ones are read from Chroma as before. The retriever keeps them in step
+like the rest of the copy: its own writes put theirs, what another process changed is re-read, and a vector
+the loader read before a newer write never replaces that write's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["HeldVectors", "HOLD_AT_MOST_BYTES"]
+
+log = logging.getLogger(__name__)
+
+HOLD_AT_MOST_BYTES = 256 * 1024 * 1024  # a user's vectors bigger than this stay in Chroma only
+
+
+class HeldVectors:
+    """Vectors by memory id in one growing float32 matrix; rows of removed memories are reused."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, int] = {}
+        self._matrix: np.ndarray | None = None
+        self._free: list[int] = []
+        self._used = 0  # rows of the matrix handed out so far
+        self._lock = threading.Lock()
+        self.complete = False  # every stored vector has been loaded
+        self.abandoned = False  # the loader stopped (an error, a user too big, a replaced copy)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._rows
+
+    def put(self, memory_ids: Sequence[str], vectors: np.ndarray, *, unless_held: bool = False) -> None:
+        """Hold these vectors; ``unless_held`` (the loader) keeps any vector already held, being newer."""
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(memory_ids), -1)
+        if not len(memory_ids):
+            return
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix = matrix / np.where(norms > 0, norms, 1.0)  # cosine, as Chroma's cosine space computes it
+        with self._lock:
+            for memory_id, vector in zip(memory_ids, matrix, strict=True):
+                row = self._rows.get(memory_id)
+                if row is not None:
+                    if not unless_held:
+                        self._matrix[row] = vector  # type: ignore[index]
+                    continue
+                row = self._free.pop() if self._free else self._new_row(vector.shape[0])
+                self._matrix[row] = vector  # type: ignore[index]
+                self._rows[memory_id] = row
+
+    def _new_row(self, dimension: int) -> int:
+        if self._matrix is None or self._matrix.shape[1] != dimension:
+            self._matrix = np.zeros((1024, dimension), dtype=np.float32)
+            self._rows.clear()
+            self._free.clear()
+            self._used = 0
+        elif self._used == self._matrix.shape[0]:
+            grown = np.zeros((self._matrix.shape[0] * 2, dimension), dtype=np.float32)
+            grown[: self._used] = self._matrix
+            self._matrix = grown
+        self._used += 1
+        return self._used - 1
+
+    def remove(self, memory_ids: Iterable[str]) -> None:
+        with self._lock:
+            for memory_id in memory_ids:
+                row = self._rows.pop(memory_id, None)
+                if row is not None:
+                    self._free.append(row)
+
+    def cosines(self, memory_ids: Sequence[str], query: np.ndarray) -> dict[str, float]:
+        """{id: cosine with the query} of the held ones among ``memory_ids``."""
+        query = np.asarray(query, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        query = query / norm if norm > 0 else query
+        with self._lock:
+            rows = [(memory_id, row) for memory_id in memory_ids if (row := self._rows.get(memory_id)) is not None]
+            if not rows or self._matrix is None:
+                return {}
+            products = self._matrix[[row for _, row in rows]] @ query
+        return {memory_id: float(product) for (memory_id, _), product in zip(rows, products, strict=True)}
