@@ -132,6 +132,18 @@ class ChangeFeed:
             except sqlite3.Error as exc:
                 raise StoreError(f"change feed {self.path}: {exc}") from exc
 
+    def others_wrote(self, user_id: str, since: int) -> bool:
+        """Whether another writer touched the user's memories after row ``since``."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
+                    (user_id, since, self.writer),
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"change feed {self.path}: {exc}") from exc
+        return row is not None
+
     def unsettled(self, user_id: str, up_to: int) -> dict[str, int]:
         """{memory id: writes begun and not ended} among the rows up to ``up_to``: writes in flight when a
         reader copies the store, or whose writer died."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -52,6 +53,7 @@ _PAGE = 1000  # rows per Chroma get() page when scanning a collection
 _READ_MS, _READ_MS_PER_ID = 0.6, 0.05
 _RESTRICTED_MS, _RESTRICTED_MS_PER_SPARSITY, _RESTRICTED_MS_MOST = 1.5, 0.1, 45.0
 _FETCH_AT_MOST = 32  # without the collection's size, read the vectors of up to this many ids
+_RECHECK_MISSING_S = 5.0  # without a change feed: how long a missing collection is believed missing
 _RESTRICT_CHUNK = 50_000  # ids per id-restricted query (90,000 at once worked; stay well inside the limits)
 
 
@@ -118,6 +120,7 @@ class ChromaStore:
         self.location = url or str(path)
         self._client = self._connect(path, url)
         self._collections: dict[str, dict[str, Any]] = {}  # user -> {type: collection} of those that exist
+        self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
         self._lock = threading.RLock()
 
     @staticmethod
@@ -213,7 +216,10 @@ class ChromaStore:
         wanted = MEMORY_TYPES if types is None else tuple(types)
         with self._lock:
             known = self._collections.get(user_id)
+            if known is not None and any(t not in known for t in wanted) and self._may_have_new(user_id):
+                known = None  # another process may have created the missing ones since
             if known is None:
+                self._resolved[user_id] = self._moment()
                 self._split_legacy(user_id)
                 known = {}
                 for memory_type in MEMORY_TYPES:
@@ -244,6 +250,19 @@ class ChromaStore:
         """Forget which collections of the user exist (another process may have created one since)."""
         with self._lock:
             self._collections.pop(user_id, None)
+
+    def _moment(self) -> float:
+        """Where the store's history stands: the change feed's newest row, or (no feed) the time."""
+        return float(self.changes.head()) if self.changes is not None else time.monotonic()
+
+    def _may_have_new(self, user_id: str) -> bool:
+        """Whether a collection missing from what was found for this user may exist by now:
+        another process wrote since (by the change feed), or, without one, the last look is older than
+        _RECHECK_MISSING_S. A write of this process creates what it needs itself."""
+        resolved = self._resolved.get(user_id, 0.0)
+        if self.changes is not None:
+            return self.changes.others_wrote(user_id, int(resolved))
+        return time.monotonic() - resolved >= _RECHECK_MISSING_S
 
     def _split_legacy(self, user_id: str) -> None:
         """Move a one-collection-per-user store (schema 1) into the per-type layout, rows with their vectors."""

@@ -132,3 +132,13 @@ def test_the_feed_keeps_only_its_newest_rows(tmp_path, monkeypatch):
             pass
     rows = feed._db.execute("SELECT count(*) FROM changes").fetchone()[0]
     assert rows <= 10 + 1 and feed.since("u", 0).rebuild and not feed.since("u", feed.head() - 2).rebuild
+
+
+def test_a_collection_another_process_creates_is_seen_by_listing_export_and_get(pair):
+    this, other = pair
+    this.add("the user keeps bees", memory_type="fact")
+    assert [r.type for r in this.export()] == ["fact"]  # this bank now knows the user has no other types
+    other.add("answer beekeeping questions briefly", memory_type="instruction", memory_id="bees")
+    assert this.get("bees").type == "instruction"
+    assert {r.type for r in this.export()} == {"fact", "instruction"}
+    assert {r.id for r in this.list_memories(types=["instruction"])} == {"bees"}
