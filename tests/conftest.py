@@ -137,3 +137,12 @@ def make_agent(make_bank, settings, tmp_path):
                            user_id=user)
 
     return factory
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from tests.tally import TALLY
+
+    if TALLY:
+        terminalreporter.section("robustness figures")
+        for name, amount in sorted(TALLY.items()):
+            terminalreporter.write_line(f"{name}: {amount:,}")
