@@ -409,14 +409,13 @@ class MemoryBank:
         first message)."""
         self.embedder.embed_query("warm up")
         user = self._user(user_id)
-        self._retriever.keyword_index(user)
-        self._retriever.wait_for_vectors(user)
+        self._retriever.hold_vectors(user)
 
     def close(self) -> None:
         """Close the access statistics and the change feed (every write is already durable; closing is
         tidiness, not safety)."""
         self._access.close()
-        self._retriever.clear()  # a closed bank lets go of the users' copies (100 MB and more each)
+        self._retriever.close()  # stops loading vectors, lets go of the users' copies (100 MB and more each)
         if self._changes is not None:
             self._changes.close()
 

@@ -5,9 +5,10 @@ find. Reading them from Chroma costs 2 to 5 ms a search at 100,000 memories (one
 cores the query embedding needs at the same moment); from memory, microseconds. Measured with the bench's
 queries at 100,000 memories: search p50 20.3 -> 18.3 ms, p95 25.3 -> 23.0 ms.
 
-The vectors are loaded in a background thread after the user's copy is built (7 s at 100,000 memories), and only
-for users whose vectors fit ``HOLD_AT_MOST_BYTES`` (154 MB is 100,000 memories of 384 dimensions). Until
-loaded, or for a bigger user, the missing ones are read from Chroma as before. The retriever keeps them in step
+Long-running processes ask for them (``MemoryBank.warm_up``: the chat, the bench); a one-off command does not.
+They are loaded in a background thread (7 s at 100,000 memories), only on an embedded store (whose change feed
+keeps them exact) and only for users whose vectors fit ``HOLD_AT_MOST_BYTES`` (154 MB is 100,000 memories of
+384 dimensions). Until loaded, or for a bigger user, the missing ones are read from Chroma as before. The retriever keeps them in step
 like the rest of the copy: its own writes put theirs, what another process changed is re-read, and a vector
 the loader read before a newer write never replaces that write's.
 """

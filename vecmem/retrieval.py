@@ -11,10 +11,12 @@ store's counts at most every ``VECMEM_INDEX_CHECK_SECONDS``.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -27,6 +29,7 @@ from .changes import settle
 from .held import HOLD_AT_MOST_BYTES, HeldVectors
 from .config import Settings
 from .embed import Embedder
+from .errors import StoreError
 from .lexical import (
     FilterView,
     IndexedMemory,
@@ -64,7 +67,8 @@ class _Copy:
     seen: int = 0  # the change feed's last row applied
     unsettled: dict[str, int] = field(default_factory=dict)  # writes by others begun, not ended: read live
     checked: float = 0.0  # without a feed: when the index was last checked against the store's count
-    vectors: HeldVectors | None = None  # with a feed, and for users that fit (held.py)
+    vectors: HeldVectors | None = None  # once asked for (hold_vectors), with a feed, for users that fit
+    loader: threading.Thread | None = None
     loaded: threading.Event = field(default_factory=threading.Event)  # the vectors' loader has finished
 
 
@@ -76,6 +80,9 @@ class Retriever:
         self.access = access
         self._copies: dict[str, _Copy] = {}
         self._lock = threading.RLock()
+        self._holding: set[str] = set()  # users whose vectors this process holds (hold_vectors)
+        self._stopping = threading.Event()
+        _OPEN.add(self)
 
     # ------------------------------------------------------------------------------------------ keeping in step
 
@@ -160,6 +167,8 @@ class Retriever:
 
         def entries() -> Any:
             for record, words in self.store.scan_keywords(user):
+                if self._stopping.is_set():  # closing (perhaps the interpreter): leave Chroma at once
+                    raise StoreError("the memory bank was closed while it read the store")
                 if records is not None:
                     records[record.id] = record
                 yield record.id, IndexedMemory.of(record, words if words is not None else memory_tokens(record))
@@ -167,14 +176,33 @@ class Retriever:
         index.replace_all(entries())
         unsettled = {} if feed is None else feed.unsettled(user, seen)
         copy = _Copy(index, records, seen=seen, unsettled=unsettled, checked=time.monotonic())
-        dimension = self._dimension()
-        if feed is not None and dimension and len(index) * dimension * 4 <= HOLD_AT_MOST_BYTES:
-            copy.vectors = HeldVectors()
-            threading.Thread(target=self._load_vectors, args=(user, copy), daemon=True,
-                             name="vecmem-load-vectors").start()
-        else:
-            copy.loaded.set()
+        if user in self._holding:
+            self._start_loading(user, copy)
         return copy
+
+    # ------------------------------------------------------------------------------------------ held vectors
+
+    def hold_vectors(self, user: str, timeout: float | None = None) -> bool:
+        """Hold the user's vectors in memory from now on (held.py), loading them in a background thread, and
+        wait up to ``timeout`` for them; True once all are held. Long-running processes ask for this (through
+        ``MemoryBank.warm_up``); a one-off command never pays for it."""
+        with self._lock:
+            self._holding.add(user)
+            copy = self._current(user)
+            if copy.loader is None:
+                self._start_loading(user, copy)
+        copy.loaded.wait(timeout)
+        return copy.vectors is not None and copy.vectors.complete
+
+    def _start_loading(self, user: str, copy: _Copy) -> None:
+        dimension = self._dimension()
+        if self.store.changes is None or not dimension or len(copy.index) * dimension * 4 > HOLD_AT_MOST_BYTES:
+            copy.loaded.set()  # without a feed a held vector could go stale; a user this big stays in Chroma
+            return
+        copy.vectors = HeldVectors()
+        copy.loader = threading.Thread(target=self._load_vectors, args=(user, copy), daemon=True,
+                                       name="vecmem-load-vectors")
+        copy.loader.start()
 
     def _dimension(self) -> int | None:
         stored = self.store.stored_model()
@@ -185,7 +213,7 @@ class Retriever:
         assert copy.vectors is not None
         try:
             for ids, matrix in self.store.scan_vectors(user):
-                if self._copies.get(user) is not copy:  # replaced or cleared: stop spending on it
+                if self._stopping.is_set() or self._copies.get(user) is not copy:  # closing, or a new copy
                     copy.vectors.abandoned = True
                     return
                 copy.vectors.put(ids, matrix, unless_held=True)
@@ -196,14 +224,15 @@ class Retriever:
         finally:
             copy.loaded.set()
 
-    def wait_for_vectors(self, user: str, timeout: float | None = None) -> bool:
-        """Block until the user's vectors are held (or will not be); True when they are all held."""
+    def close(self) -> None:
+        """Stop the vector loaders (each finishes the page it reads, well under a second) and drop every copy.
+        A loader still inside Chroma when the interpreter shuts down would crash it, so this also runs at exit."""
+        self._stopping.set()
         with self._lock:
-            copy = self._copies.get(user)
-        if copy is None:
-            return False
-        copy.loaded.wait(timeout)
-        return copy.vectors is not None and copy.vectors.complete
+            loaders = [copy.loader for copy in self._copies.values() if copy.loader is not None]
+        for loader in loaders:
+            loader.join(timeout=30)
+        self.clear()
 
     def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
         """Re-read memories another process changed: changed ones replace the copy's, deleted ones leave it."""
@@ -367,6 +396,15 @@ class Retriever:
         mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(mean))
         return mean / norm if norm else mean
+
+
+_OPEN: "weakref.WeakSet[Retriever]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_loaders() -> None:
+    for retriever in list(_OPEN):
+        retriever.close()
 
 
 _EMBEDDING_POOL: ThreadPoolExecutor | None = None

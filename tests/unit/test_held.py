@@ -7,6 +7,7 @@ import pytest
 
 import vecmem.retrieval as retrieval
 from tests.conftest import FakeEmbedder
+from vecmem.errors import StoreError
 from vecmem.held import HeldVectors
 
 WORDS = "heron crane stork ibis egret swan goose duck teal wigeon".split()
@@ -31,7 +32,7 @@ def stocked_pair(make_bank, monkeypatch):
     held = make_bank(embedder=embedder)
     _stock(held)
     held.warm_up()
-    assert held._retriever.wait_for_vectors("default")
+    assert held._retriever.hold_vectors("default")
     monkeypatch.setattr(retrieval, "HOLD_AT_MOST_BYTES", 0)  # the second one never holds
     reading = make_bank(embedder=embedder)
     reading.warm_up()
@@ -81,3 +82,16 @@ def test_rows_of_removed_memories_are_reused_and_the_matrix_grows():
     vectors.put(["n0", "n1"], np.ones((2, 4)))
     assert len(vectors) == 1500 and "m0" not in vectors and vectors._used == 1500
     assert vectors.cosines(["n0", "m0"], np.ones(4)) == {"n0": pytest.approx(1.0)}
+
+
+def test_closing_stops_the_loader_and_a_build_in_progress(make_bank):
+    bank = make_bank(embedder=FakeEmbedder(dimension=32))
+    _stock(bank, 50)
+    bank.warm_up()
+    retriever = bank._retriever
+    loader = retriever._copies["default"].loader
+    retriever.close()  # what bank.close() and the interpreter's exit do
+    assert not retriever._copies and loader is not None and not loader.is_alive()
+    with pytest.raises(StoreError, match="closed while it read the store"):
+        retriever.keyword_index("default")  # a build after close stops at its first row
+    bank.close()
