@@ -24,6 +24,7 @@ from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidInputError, NotFoundError, VecmemError
 from .access import AccessStats
 from .changes import ChangeFeed
+from .lock import StoreLock
 from .lexical import memory_tokens
 from .models import (
     GLOBAL_SCOPE,
@@ -84,13 +85,22 @@ class MemoryBank:
             cache_dir=self.settings.model_cache,
         )
         self._changes: ChangeFeed | None = None
+        self._store_lock: StoreLock | None = None
         if self.settings.chroma_url:
             self._store = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url)
-        else:  # every process on an embedded store announces its writes, so the others' copies stay exact
-            self._changes = ChangeFeed(self.settings.home / "changes.sqlite3")
-            self._store = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma",
-                                      changes=self._changes)
-        if verify_model:
+        else:
+            self._store_lock = StoreLock(self.settings.home)  # one process per embedded store (lock.py)
+            try:
+                # the banks of this process announce their writes, so each other's copies stay exact
+                self._changes = ChangeFeed(self.settings.home / "changes.sqlite3")
+                self._store = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma",
+                                          changes=self._changes)
+                if verify_model:
+                    self._store.check_model()
+            except BaseException:
+                self._store_lock.release()
+                raise
+        if verify_model and self.settings.chroma_url:
             self._store.check_model()
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
         self._clock = clock or _utc_now
@@ -418,6 +428,8 @@ class MemoryBank:
         self._retriever.close()  # stops loading vectors, lets go of the users' copies (100 MB and more each)
         if self._changes is not None:
             self._changes.close()
+        if self._store_lock is not None:
+            self._store_lock.release()  # another process may open the store now
 
     def __enter__(self) -> "MemoryBank":
         return self

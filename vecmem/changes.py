@@ -1,10 +1,13 @@
-"""A feed of which memories were changed, in order, shared by every process on one embedded store.
+"""A feed of which memories were changed, in order, by every bank writing to one embedded store.
 
 A search keeps each user's memories in memory (the keyword index, the catalogue of scopes and types, the
-records themselves) because every Chroma call costs at least 0.6 ms and a record read 0.1 to 0.2 ms more. Those
-copies are only as good as their knowledge of other processes' writes, so every write to the store is announced
-here (``VECMEM_HOME/changes.sqlite3``), and before each search a process reads what others changed since it
-last looked (one indexed SQLite query, about 0.05 ms) and re-reads just those memories from Chroma.
+records themselves, and for long-running processes the vectors) because every Chroma call costs at least
+0.6 ms and a record read 0.1 to 0.2 ms more. Those copies are only as good as their knowledge of other banks'
+writes, so every write to the store is announced here (``VECMEM_HOME/changes.sqlite3``), and before each search
+a bank reads what others changed since it last looked (one indexed SQLite query, about 0.05 ms) and re-reads
+just those memories from Chroma. The writers are the banks of one process (``lock.py`` lets one process at a
+time open an embedded store); the feed is a file, not a list in memory, so that it needs no change should
+Chroma's embedded mode ever serve several processes, and so a write interrupted by a crash is known as such.
 
 A write is announced twice: ``begin`` before Chroma is touched, ``end`` after it returned or failed. A reader
 that sees a ``begin`` without its ``end`` treats the memory as unsettled and reads it from Chroma on every

@@ -8,7 +8,8 @@ module that imports that SDK (``raise ... from exc``), so callers only ever catc
     ├── InvalidInputError        a caller passed a bad value (``.field`` names it)
     ├── NotFoundError            no memory with that id for that user
     ├── StoreError               the vector store failed or could not be reached
-    │   └── EmbeddingMismatchError   the store was built with another embedding model
+    │   ├── EmbeddingMismatchError   the store was built with another embedding model
+    │   └── StoreInUseError          another process has this embedded store open
     ├── EmbeddingError           the embedding model could not be loaded or failed
     ├── LLMError                 the chat model failed: timeout, 429, 5xx, unreachable, empty answer
     │   └── ExtractionError          its reply was not the JSON the schema asks for
@@ -27,6 +28,7 @@ __all__ = [
     "NotFoundError",
     "StoreError",
     "EmbeddingMismatchError",
+    "StoreInUseError",
     "EmbeddingError",
     "LLMError",
     "ExtractionError",
@@ -78,6 +80,11 @@ class EmbeddingMismatchError(StoreError):
         )
 
 
+class StoreInUseError(StoreError):
+    """Another process has this embedded store open. Chroma's embedded mode serves one process: a second one
+    would search a stale index (it does not see the first one's writes until it writes itself)."""
+
+
 class EmbeddingError(VecmemError):
     """The embedding model could not be found, loaded or run."""
 
@@ -94,7 +101,7 @@ class BudgetError(VecmemError):
     """A prompt section that cannot be shortened does not fit its share of the context window."""
 
 
-_USER_ERRORS = (ConfigError, InvalidInputError, NotFoundError, EmbeddingMismatchError, BudgetError)
+_USER_ERRORS = (ConfigError, InvalidInputError, NotFoundError, EmbeddingMismatchError, StoreInUseError, BudgetError)
 
 
 def is_user_error(error: BaseException) -> bool:

@@ -130,12 +130,12 @@ class Retriever:
             self._copies.clear()
 
     def keyword_index(self, user: str) -> KeywordIndex:
-        """The user's keyword index, brought up to date with other processes' writes."""
+        """The user's keyword index, brought up to date with other banks' writes (or, with a Chroma server, other processes')."""
         return self._current(user).index
 
     def _current(self, user: str) -> _Copy:
         """The user's copy: built from the store on first use, then kept in step. With a change feed, exactly:
-        what other processes changed since the last look is re-read. Without one (a Chroma server), the copy
+        what other banks changed since the last look is re-read. Without one (a Chroma server), the copy
         is rebuilt when the store holds a different number of memories, checked every index_check_seconds."""
         with self._lock:
             copy = self._copies.get(user)
@@ -161,7 +161,7 @@ class Retriever:
         feed = self.store.changes
         seen = 0 if feed is None else feed.head()  # read first: a write finishing during the scan is re-read
         warm_up()  # one-time costs (jieba's dictionary) belong with this one-time build, not a query
-        self.store.refresh(user)  # collections another process created count too
+        self.store.refresh(user)  # collections another bank or server client created count too
         index = KeywordIndex()
         records: dict[str, MemoryRecord] | None = None if feed is None else {}
 
@@ -235,7 +235,7 @@ class Retriever:
         self.clear()
 
     def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
-        """Re-read memories another process changed: changed ones replace the copy's, deleted ones leave it."""
+        """Re-read memories another bank changed: changed ones replace the copy's, deleted ones leave it."""
         found = self.store.get_indexed(user, sorted(memory_ids))
         gone = [memory_id for memory_id in memory_ids if memory_id not in found]
         if gone:
@@ -253,7 +253,7 @@ class Retriever:
 
     def _records(self, user: str, copy: _Copy, ids: Sequence[str], view: FilterView) -> list[MemoryRecord]:
         """The records of these memories: from the copy where it is exact, else from Chroma (no feed, a write
-        by another process in flight, or a memory the copy does not know yet)."""
+        by another bank in flight, or a memory the copy does not know yet)."""
         held = copy.records
         if held is None:
             live = list(ids)
@@ -353,7 +353,7 @@ class Retriever:
         ranked: list[tuple[float, str]] = []
         for memory_id in candidates:
             fields = view.ranking_fields(memory_id)
-            if fields is None:  # hidden, or written by another process since the last check: fetched last
+            if fields is None:  # hidden, or written by another bank or client since the last check: fetched last
                 ranked.append((float("-inf"), memory_id))
                 continue
             importance, created, stored_last = fields
@@ -372,8 +372,9 @@ class Retriever:
         asked unfiltered for enough neighbours that ``wanted`` should pass (a few ms); when it lets few
         through, or too few passed, the search is restricted to the visible ids the keyword index knows
         (the store picks between reading their vectors, exact, and a restricted HNSW search, which finds what
-        Chroma's own filtered query finds, by the collection's size). Memories another process wrote since the index was last
-        checked are not searched until the next check (``VECMEM_INDEX_CHECK_SECONDS``).
+        Chroma's own filtered query finds, by the collection's size). With a Chroma server, memories another
+        process wrote since the index was last checked are not searched until the next check
+        (``VECMEM_INDEX_CHECK_SECONDS``).
         """
         types = view.memory_filter.types  # a type filter is a choice of collections (store.py)
         fetch = max(wanted, math.ceil(1.3 * wanted / max(view.fraction, 1e-6)))

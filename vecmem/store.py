@@ -18,7 +18,7 @@ Rows (``rows.py``) keep a memory's fields in the metadata together with its keyw
 written in the same call as the vector, so the keyword index is always rebuilt from the store.
 
 Given a ``ChangeFeed`` (``changes.py``, embedded stores), every write is announced there around the Chroma
-call, so other processes' in-memory copies learn which memories to re-read.
+call, so other banks' in-memory copies learn which memories to re-read.
 """
 
 from __future__ import annotations
@@ -188,10 +188,16 @@ class ChromaStore:
             raise StoreError(f"reading collection {name} failed: {exc}") from exc
 
     def _create_collection(self, name: str, metadata: dict[str, Any]) -> Any:
-        with _chroma_errors(f"creating collection {name}"):
+        try:
             return self._client.create_collection(
                 name, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
             )
+        except Exception as exc:
+            if "already exists" in str(exc):  # another bank of this process (or a server client) just made it
+                existing = self._get_collection(name)
+                if existing is not None:
+                    return existing
+            raise StoreError(f"creating collection {name} failed: {exc}") from exc
 
     def _user_metadata(self, user_id: str, dimension: int, memory_type: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -217,7 +223,7 @@ class ChromaStore:
         with self._lock:
             known = self._collections.get(user_id)
             if known is not None and any(t not in known for t in wanted) and self._may_have_new(user_id):
-                known = None  # another process may have created the missing ones since
+                known = None  # another bank may have created the missing ones since
             if known is None:
                 self._resolved[user_id] = self._moment()
                 self._split_legacy(user_id)
@@ -247,7 +253,7 @@ class ChromaStore:
         return found
 
     def refresh(self, user_id: str) -> None:
-        """Forget which collections of the user exist (another process may have created one since)."""
+        """Forget which collections of the user exist (another bank or server client may have created one since)."""
         with self._lock:
             self._collections.pop(user_id, None)
 
@@ -257,7 +263,7 @@ class ChromaStore:
 
     def _may_have_new(self, user_id: str) -> bool:
         """Whether a collection missing from what was found for this user may exist by now:
-        another process wrote since (by the change feed), or, without one, the last look is older than
+        another bank wrote since (by the change feed), or, without one, the last look is older than
         _RECHECK_MISSING_S. A write of this process creates what it needs itself."""
         resolved = self._resolved.get(user_id, 0.0)
         if self.changes is not None:
@@ -338,8 +344,8 @@ class ChromaStore:
         self, user_id: str, ids: Sequence[str]
     ) -> dict[str, tuple[MemoryRecord, np.ndarray, list[str] | None]]:
         """The memories with these ids, their embeddings and their stored keyword tokens (None when written
-        before they existed), looking in collections another process may have created since: what re-reads
-        another process's writes."""
+        before they existed), looking in collections another bank may have created since: what re-reads
+        another bank's writes."""
         found = self._read(user_id, ids, None, embeddings=True)
         if len(found) < len(set(ids)):
             self.refresh(user_id)

@@ -1,5 +1,5 @@
-"""The change feed keeps each process's in-memory copy of the store exact: what another process (here a
-second bank on the same folder) wrote, edited, superseded or forgot is what the next search sees."""
+"""The change feed keeps each bank's in-memory copy of the store exact: what another bank on the same store
+wrote, edited, superseded or forgot is what the next search sees."""
 
 import pytest
 

@@ -93,7 +93,7 @@ def test_the_keyword_index_is_rebuilt_from_the_store_and_sees_other_writers_at_o
     first = make_bank(settings=keyword)
     first.add("the narwhal has a tusk")
     assert first.search("narwhal", 1)
-    second = make_bank(settings=keyword)  # a second bank (another process in real life) on the same store
+    second = make_bank(settings=keyword)  # a second bank (of this process: one process at a time opens an embedded store) on the same store
     second.add("narwhals live in the Arctic")
     assert len(first.search("narwhal", 5)) == 2  # the change feed told it, no waiting for a count check
     reopened = make_bank(settings=keyword)

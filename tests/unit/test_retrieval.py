@@ -61,7 +61,7 @@ def test_hits_always_pass_the_filter(stocked):
 
 
 def test_memories_hidden_by_another_process_are_skipped_and_replaced(make_bank, settings):
-    """The catalogue of this process still calls the best matches live; another process superseded them.
+    """The catalogue of this process still calls the best matches live; another bank superseded them.
     The search fetches further down its ranking until it has k live memories, and returns none of those."""
     embedder = FakeEmbedder(dimension=64)
     this = make_bank(embedder=embedder, settings=settings.with_changes(index_check_seconds=3600))

@@ -1,0 +1,81 @@
+"""One process at a time on an embedded store: an exclusive lock on ``VECMEM_HOME/store.lock``.
+
+Chroma's embedded mode keeps each collection's HNSW index in the memory of the process that opened it and does
+not read other processes' writes into it: measured with chromadb 1.x, a process that had a collection open
+did not find 50 memories another process added (its searches missed them and reading their vectors failed
+with "Error finding id") until it wrote to the collection itself. Two processes on one folder would each search
+a stale index. So the first process to open a store holds this lock until it closes the bank or exits (the
+kernel lets go of it even after SIGKILL), and a second one gets ``StoreInUseError`` saying who has it. Banks of
+one process share the lock (and Chroma's in-process client, which does see every write). Several processes on
+one store is what a Chroma server is for (``VECMEM_CHROMA_URL``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import threading
+from pathlib import Path
+
+from .errors import StoreError, StoreInUseError
+
+__all__ = ["StoreLock"]
+
+_HELD: dict[Path, tuple[int, int]] = {}  # lock file -> (descriptor, banks of this process using it)
+_GUARD = threading.Lock()
+
+
+class StoreLock:
+    """This process's hold on one embedded store; ``release`` when the bank closes."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = (home / "store.lock").resolve()
+        self._released = False
+        with _GUARD:
+            held = _HELD.get(self.path)
+            if held is not None:
+                _HELD[self.path] = (held[0], held[1] + 1)
+                return
+            descriptor = self._take()
+            _HELD[self.path] = (descriptor, 1)
+
+    def _take(self) -> int:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the store lock {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(descriptor)
+            os.close(descriptor)
+            raise StoreInUseError(
+                f"the store in {self.path.parent} is open in another process ({holder}); an embedded store "
+                "serves one process at a time: close that one, or run a Chroma server for several "
+                "(`chroma run --path DIR --port N` and VECMEM_CHROMA_URL=http://127.0.0.1:N)"
+            ) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n".encode("utf-8", "replace"))
+        return descriptor
+
+    def release(self) -> None:
+        with _GUARD:
+            if self._released:
+                return
+            self._released = True
+            descriptor, users = _HELD[self.path]
+            if users > 1:
+                _HELD[self.path] = (descriptor, users - 1)
+                return
+            del _HELD[self.path]
+            os.close(descriptor)  # closing the descriptor releases the flock
+
+
+def _read_holder(descriptor: int) -> str:
+    try:
+        text = os.pread(descriptor, 300, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    return text or "a process that did not say which"
