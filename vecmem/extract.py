@@ -15,7 +15,7 @@ preferences about the user, the session for the context of the task at hand ("�
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from . import rules
@@ -31,6 +31,8 @@ EMPHASIS_IMPORTANCE = 1.0
 PREFERENCE_IMPORTANCE = 0.7
 FACT_IMPORTANCE = 0.5
 LEXICON_CONFIDENCE = 0.8  # cue lexicons are right most of the time, not always
+INJECTION_IMPORTANCE = 0.2  # what a message that tries to override the assistant's instructions can weigh
+INJECTION_PREFIX = "The user's message said: "
 
 EXTRACT_PROMPT = """You maintain an assistant's long-term memory about one user.
 From the exchange below, extract the statements worth remembering beyond this conversation, each as one short,
@@ -82,8 +84,12 @@ class Extractor:
     ) -> list[Candidate]:
         """Candidates from one exchange whose user message passed the gate (``decision.keep``)."""
         if self.model is None:
-            return self._by_rules(user_message, decision)
-        return self._by_model(user_message, assistant_reply, existing)
+            found = self._by_rules(user_message, decision)
+        else:
+            found = self._by_model(user_message, assistant_reply, existing)
+        if rules.looks_like_injection(user_message):
+            return [_defused(candidate) for candidate in found]
+        return found
 
     # ------------------------------------------------------------------------------------------ rules
 
@@ -136,6 +142,21 @@ class Extractor:
                 )
             )
         return candidates
+
+
+def _defused(candidate: Candidate) -> Candidate:
+    """A candidate from a message that tries to override the assistant's instructions: at most a low-importance,
+    low-confidence fact of this session recording what the user said, whatever a model made of it."""
+    content = candidate.content
+    for attribution in (INJECTION_PREFIX, "The user said: ", "用户："):  # one attribution, not two
+        if content.startswith(attribution):
+            content = content[len(attribution):]
+    content = INJECTION_PREFIX + content
+    return replace(candidate, content=content, memory_type="fact", importance=min(candidate.importance,
+                   INJECTION_IMPORTANCE), session_scoped=True, confidence=min(candidate.confidence, 0.3),
+                   # it may add what the user said, never replace a memory it did not write
+                   action="ADD" if candidate.action == "UPDATE" else candidate.action,
+                   target_id=None if candidate.action == "UPDATE" else candidate.target_id)
 
 
 def _rule_candidate(sentence: str, memory_type: str) -> Candidate:

@@ -34,6 +34,7 @@ __all__ = [
     "keyword_tags",
     "text_units",
     "cut_to_units",
+    "looks_like_injection",
 ]
 
 
@@ -240,6 +241,24 @@ def classify(text: str) -> Classification:
 
 def is_emphatic(text: str) -> bool:
     return bool(_EMPHASIS.search(text))
+
+
+# Text that tries to steer the assistant itself rather than tell it about the user: "ignore previous
+# instructions", "you are now ...", "system prompt", 忽略之前的指令. Whatever is extracted from it is kept, if
+# at all, as a low-importance fact the user said, never as an instruction (extract.py).
+_INJECTION = _any(
+    r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|all|any|your|the)\b.{0,25}"
+    r"\b(?:instructions?|rules|prompts?|guidelines|directions)\b",
+    r"\bsystem prompt\b", r"\byou are now\b", r"\bjailbreak", r"\bdeveloper mode\b",
+    r"\bnew instructions?\s*:", r"\bact as (?:an? )?(?:unrestricted|unfiltered)\b",
+    r"(?:忽略|无视|忘记|忘掉|不要理会).{0,10}(?:之前|以前|前面|以上|上面|所有|全部|你的)?.{0,6}(?:指令|指示|规则|提示词?|设定|要求)",
+    r"系统提示", r"你现在是", r"越狱", r"开发者模式",
+)
+
+
+def looks_like_injection(text: str) -> bool:
+    """The text tries to give the assistant instructions that override its own (prompt injection)."""
+    return bool(_INJECTION.search(text))
 
 
 def is_task_context(text: str) -> bool:
