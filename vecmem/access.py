@@ -86,6 +86,15 @@ class AccessStats:
                 raise StoreError(f"access statistics {self.path}: {exc}") from exc
         return found
 
+    def lookup_all(self, user_id: str) -> list[str]:
+        """Ids of every memory of the user that has statistics (``vecmem doctor`` looks for stale ones)."""
+        with self._lock:
+            try:
+                return [row[0] for row in self._db.execute("SELECT memory_id FROM access WHERE user_id = ?",
+                                                           (user_id,))]
+            except sqlite3.Error as exc:
+                raise StoreError(f"access statistics {self.path}: {exc}") from exc
+
     def apply(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """The records with their access statistics (records of one or several users)."""
         by_user: dict[str, list[str]] = {}

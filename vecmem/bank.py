@@ -24,6 +24,7 @@ from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import InvalidInputError, NotFoundError, VecmemError
 from .access import AccessStats
 from .changes import ChangeFeed
+from .doctor import DoctorReport, examine
 from .lock import StoreLock
 from .lexical import memory_tokens
 from .models import (
@@ -562,6 +563,21 @@ class MemoryBank:
                 raise InvalidInputError("content", "must be a string")
             data = {**data, "id": content_id(data["user_id"], scope, content)}
         return MemoryRecord.from_dict(data, created_at=self._clock())
+
+    def doctor(self, *, repair: bool = False) -> DoctorReport:
+        """Examine the store (counts per user and type, unreadable rows, misplaced copies, dangling or cyclic
+        supersession, keyword tokens out of step, model mismatch, stale access statistics, unfinished writes);
+        with ``repair``, mend what can be mended without guessing (doctor.py says what)."""
+
+        def rewrite(user: str, records: list[MemoryRecord]) -> None:
+            self._write(records)
+
+        with self._lock:
+            report = examine(self._store, self._access, self._changes, self.embedder.name, repair=repair,
+                             rewrite=rewrite)
+            if repair and report.findings:
+                self._retriever.clear()  # copies are rebuilt from the mended store
+        return report
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Re-embed every memory of every user with the configured model; returns memories per user."""

@@ -92,6 +92,10 @@ class ChangeFeed:
             raise
         self._append(user_id, ids, _DONE)
 
+    def settle(self, user_id: str, memory_ids: Sequence[str]) -> None:
+        """End writes whose writer died before ending them (``vecmem doctor``): readers re-read and settle."""
+        self._append(user_id, list(dict.fromkeys(memory_ids)), _FAILED)
+
     def reset(self, user_id: str) -> None:
         """Tell every reader that all of this user's memories changed (after a reindex)."""
         self._append(user_id, [RESET], _DONE)

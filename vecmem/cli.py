@@ -81,7 +81,7 @@ def _build_parser() -> _Parser:
 
     def command(name: str, help_text: str) -> _Parser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        if name not in ("reindex",):
+        if name not in ("reindex", "doctor"):
             sub.add_argument("--user", help="user id (default: VECMEM_USER or 'default')")
         return sub
 
@@ -146,6 +146,10 @@ def _build_parser() -> _Parser:
     imports.add_argument("--overwrite", action="store_true", help="replace memories whose id already exists")
 
     command("reindex", "re-embed every memory with the configured embedding model")
+
+    doctor = command("doctor", "examine the store; exit 1 while problems remain (--repair mends what it safely can)")
+    doctor.add_argument("--repair", action="store_true", help="mend what can be mended without guessing")
+    doctor.add_argument("--json", action="store_true")
     return parser
 
 
@@ -370,6 +374,25 @@ class _Commands:
         total = sum(done.values())
         print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embedder.name}", file=self.out)
         return EXIT_OK
+
+
+    def cmd_doctor(self) -> int:
+        report = self.bank(verify_model=False).doctor(repair=self.args.repair)
+        if self.args.json:
+            self.emit_json(report.to_dict())
+            return EXIT_OK if report.healthy else EXIT_FAILURE
+        for user, by_type in sorted(report.counts.items()):
+            counted = ", ".join(f"{name} {n}" for name, n in by_type.items())
+            print(f"user {user!r}: {sum(by_type.values())} memories ({counted})", file=self.out)
+        for finding in report.findings:
+            state = "repaired" if finding.repaired else ("repairable: --repair" if finding.repairable else "not repairable")
+            where = f"user {finding.user_id!r}: " if finding.user_id else ""
+            shown = ", ".join(finding.memory_ids[:5]) + (" ..." if len(finding.memory_ids) > 5 else "")
+            print(f"{finding.kind}: {where}{finding.detail} [{state}]" + (f" ({shown})" if shown else ""),
+                  file=self.out)
+        if not report.findings:
+            print("no problems found", file=self.out)
+        return EXIT_OK if report.healthy else EXIT_FAILURE
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -446,6 +446,21 @@ class ChromaStore:
                 stored = (metadata or {}).get("keywords")
                 yield from_row(memory_id, document, metadata), None if stored is None else stored.split()
 
+    def raw_rows(self, user_id: str) -> Iterator[tuple[str, str, str | None, dict[str, Any] | None]]:
+        """Every row of the user as stored: (collection's type, id, document, metadata), unread ones included
+        (what ``vecmem doctor`` examines)."""
+        for memory_type, collection in self._typed(user_id, verify=False).items():
+            for memory_id, document, metadata in self._pages(collection, None, "examining the store"):
+                yield memory_type, memory_id, document, metadata
+
+    def collection_models(self, user_id: str) -> dict[str, tuple[str, int]]:
+        """{type: (embedding model, dimension)} as each of the user's collections records it."""
+        found = {}
+        for memory_type, collection in self._typed(user_id, verify=False).items():
+            meta = collection.metadata or {}
+            found[memory_type] = (str(meta.get("embed_model", "")), int(meta.get("embed_dim", 0) or 0))
+        return found
+
     def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
         """The memories whose ``superseded_by`` points at ``memory_id``."""
         return [

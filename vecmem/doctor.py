@@ -1,0 +1,203 @@
+"""``vecmem doctor``: examine a store and repair what can be repaired without guessing.
+
+Examined, per user: rows that cannot be read, a memory stored in two type collections or in the wrong one,
+``superseded_by`` links to memories that do not exist, supersession cycles, keyword tokens missing or out of step
+with the memory (the keyword index is rebuilt from them), collections recording another embedding model than the
+store's or the configured one; and beside the store, access statistics of memories that no longer exist and
+writes the change feed saw begin but never end (a process killed mid-write).
+
+Repaired with ``repair=True``: a dangling ``superseded_by`` is cleared (the memory is live again, as ``restore``
+would make it); a cycle is broken at its newest memory, which becomes live; of two copies of one memory the
+newer is kept; a copy in the wrong collection is moved to its type's; keyword tokens are rewritten from the
+memory; stale access statistics are deleted; unfinished writes are marked settled (what Chroma holds is what
+there is). Not repaired: unreadable rows (nothing to rebuild them from: export what can be read) and a model
+mismatch (``vecmem reindex`` re-embeds everything with the configured model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .access import AccessStats
+from .changes import ChangeFeed
+from .errors import StoreError
+from .lexical import memory_tokens
+from .models import MEMORY_TYPES, MemoryRecord
+from .rows import from_row
+from .store import ChromaStore
+
+__all__ = ["Finding", "DoctorReport", "examine"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found: what it is, which memories, and whether it was repaired."""
+
+    kind: str
+    user_id: str | None
+    memory_ids: tuple[str, ...]
+    detail: str
+    repairable: bool
+    repaired: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "user_id": self.user_id, "memory_ids": list(self.memory_ids),
+                "detail": self.detail, "repairable": self.repairable, "repaired": self.repaired}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    counts: dict[str, dict[str, int]]  # user -> type -> memories
+    findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def healthy(self) -> bool:
+        """Nothing found, or everything found was repaired."""
+        return all(finding.repaired for finding in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"healthy": self.healthy, "counts": self.counts,
+                "findings": [finding.to_dict() for finding in self.findings]}
+
+
+def examine(
+    store: ChromaStore,
+    access: AccessStats,
+    changes: ChangeFeed | None,
+    configured_model: str,
+    *,
+    repair: bool,
+    rewrite: Callable[[str, list[MemoryRecord]], None],
+) -> DoctorReport:
+    """Examine every user; with ``repair``, mend what can be mended. ``rewrite(user, records)`` stores records
+    with fresh vectors and keyword tokens (the bank's own write path)."""
+    findings: list[Finding] = []
+    counts: dict[str, dict[str, int]] = {}
+    stored = store.stored_model()
+    if stored is not None and stored[0] != configured_model:
+        findings.append(Finding("model-mismatch", None, (), f"the store was built with '{stored[0]}', the "
+                                f"configured model is '{configured_model}': run `vecmem reindex`", False))
+    for user in store.users():
+        counts[user] = dict.fromkeys(MEMORY_TYPES, 0)
+        findings.extend(_examine_user(store, access, changes, user, stored, counts[user], repair, rewrite))
+    return DoctorReport(counts=counts, findings=tuple(findings))
+
+
+def _examine_user(
+    store: ChromaStore,
+    access: AccessStats,
+    changes: ChangeFeed | None,
+    user: str,
+    stored_model: tuple[str, int] | None,
+    counts: dict[str, int],
+    repair: bool,
+    rewrite: Callable[[str, list[MemoryRecord]], None],
+) -> list[Finding]:
+    found: list[Finding] = []
+
+    def report(kind: str, ids: list[str], detail: str, repairable: bool, mend: Callable[[], None] | None) -> None:
+        repaired = False
+        if repair and repairable and mend is not None:
+            mend()
+            repaired = True
+        found.append(Finding(kind, user, tuple(sorted(ids)), detail, repairable, repaired))
+
+    if stored_model is not None:
+        for memory_type, model in store.collection_models(user).items():
+            if model[0] != stored_model[0]:
+                report("model-mismatch", [], f"the {memory_type} collection records '{model[0]}', the store "
+                       f"'{stored_model[0]}': run `vecmem reindex`", False, None)
+
+    copies: dict[str, list[tuple[str, MemoryRecord, list[str] | None]]] = {}
+    unreadable: list[str] = []
+    for collection_type, memory_id, document, metadata in store.raw_rows(user):
+        try:
+            record = from_row(memory_id, document, metadata)
+        except StoreError:
+            unreadable.append(memory_id)
+            continue
+        keywords = (metadata or {}).get("keywords")
+        copies.setdefault(memory_id, []).append((collection_type, record, None if keywords is None else keywords.split()))
+    if unreadable:
+        report("unreadable-rows", unreadable, f"{len(unreadable)} rows cannot be read; export what can be read "
+               "and import it into a fresh store", False, None)
+
+    records: dict[str, MemoryRecord] = {}
+    duplicated: list[str] = []
+    misplaced: list[tuple[str, str]] = []  # (id, collection it sits in)
+    for memory_id, placed in copies.items():
+        newest = max(placed, key=lambda item: (item[1].created_at, item[0] == item[1].type))
+        records[memory_id] = newest[1]
+        if len(placed) > 1:
+            duplicated.append(memory_id)
+        misplaced.extend((memory_id, where) for where, record, _ in placed if where != record.type or
+                         (len(placed) > 1 and record is not newest[1]))
+    for record in records.values():
+        counts[record.type] += 1
+    if duplicated or misplaced:
+        ids = sorted({memory_id for memory_id, _ in misplaced} | set(duplicated))
+
+        # the write path puts a memory in its type's collection and deletes it from every other one
+        report("misplaced-copies", ids, f"{len(ids)} memories are stored twice or outside their type's "
+               "collection (the newest copy is kept, in its type's collection)", True,
+               lambda: rewrite(user, [records[memory_id] for memory_id in ids]))
+
+    dangling = [r.id for r in records.values() if r.superseded_by and r.superseded_by not in records]
+    if dangling:
+        report("dangling-superseded-by", dangling, f"{len(dangling)} memories are superseded by memories that "
+               "no longer exist (they become live again, as `restore` would make them)", True,
+               lambda: store.update_metadata(user, [records[i].with_changes(superseded_by=None) for i in dangling]))
+
+    cycles = _cycles(records)
+    if cycles:
+        heads = [max(cycle, key=lambda i: (records[i].created_at, i)) for cycle in cycles]
+        report("supersession-cycle", [i for cycle in cycles for i in cycle], f"{len(cycles)} supersession "
+               "cycles (each broken at its newest memory, which becomes live)", True,
+               lambda: store.update_metadata(user, [records[i].with_changes(superseded_by=None) for i in heads]))
+
+    stale_tokens = [memory_id for memory_id, placed in copies.items() if memory_id in records and
+                    _tokens_of(placed, records[memory_id]) != memory_tokens(records[memory_id])]
+    if stale_tokens:
+        report("keyword-index-out-of-step", stale_tokens, f"{len(stale_tokens)} memories have keyword tokens "
+               "missing or not matching their text (rewritten from the memory)", True,
+               lambda: rewrite(user, [records[i] for i in stale_tokens]))
+
+    gone = sorted(set(access.lookup_all(user)) - set(records))
+    if gone:
+        report("stale-access-statistics", gone, f"access statistics of {len(gone)} memories that no longer "
+               "exist (deleted)", True, lambda: access.forget(user, gone))
+
+    if changes is not None:
+        unsettled = sorted(changes.unsettled(user, changes.head()))
+        if unsettled:
+            report("unfinished-writes", unsettled, f"{len(unsettled)} writes began and never ended (a process "
+                   "killed mid-write); what the store holds is kept and marked settled", True,
+                   lambda: changes.settle(user, unsettled))
+    return found
+
+
+def _tokens_of(placed: list[tuple[str, MemoryRecord, list[str] | None]], record: MemoryRecord) -> list[str] | None:
+    for _, candidate, tokens in placed:
+        if candidate is record:
+            return tokens
+    return None
+
+
+def _cycles(records: dict[str, MemoryRecord]) -> list[list[str]]:
+    """Each supersession cycle once, as the ids on it."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    for start in records:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current: str | None = start
+        while current is not None and current in records and current not in done and current not in on_path:
+            path.append(current)
+            on_path.add(current)
+            current = records[current].superseded_by
+        if current is not None and current in on_path:
+            cycles.append(path[path.index(current):])
+        done.update(path)
+    return cycles
+
