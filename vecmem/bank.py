@@ -16,7 +16,7 @@ import json
 import threading
 from datetime import datetime, timezone
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from .config import Settings
@@ -646,4 +646,11 @@ def _type_set(types: Iterable[str] | str | None) -> frozenset[str] | None:
     """Accept one type name or several; MemoryFilter validates them."""
     if types is None:
         return None
-    return frozenset([types] if isinstance(types, str) else types)
+    if isinstance(types, str):
+        return frozenset([types])
+    if isinstance(types, Mapping) or not isinstance(types, Iterable):
+        raise InvalidInputError("types", f"must be a type name or a list of them, got {type(types).__name__}")
+    try:
+        return frozenset(types)
+    except TypeError:  # an unhashable element, a list inside the list
+        raise InvalidInputError("types", f"must be a type name or a list of them, got {types!r}") from None

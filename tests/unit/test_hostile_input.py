@@ -146,3 +146,11 @@ def test_import_reports_bad_lines_by_number_and_imports_the_good_ones(bank, line
         assert record.content.strip() and 0.0 <= record.importance <= 1.0
     for memory_id in stored:
         bank.forget(memory_id, user_id="importer")
+
+
+@pytest.mark.parametrize("types", [0, 1.5, {"$in": ["fact"]}, [["fact"]], [{"$ne": 1}], object()])
+def test_types_that_are_not_type_names_are_refused_clearly(bank, types):
+    with pytest.raises(VecmemError, match="types"):
+        bank.search("otters", 3, types=types)
+    with pytest.raises(VecmemError, match="types"):
+        bank.list_memories(types=types)
