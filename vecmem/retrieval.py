@@ -131,7 +131,8 @@ class Retriever:
             self._copies.clear()
 
     def keyword_index(self, user: str) -> KeywordIndex:
-        """The user's keyword index, brought up to date with other banks' writes (or, with a Chroma server, other processes')."""
+        """The user's keyword index, brought up to date with other banks' writes (with a Chroma server, with other
+        processes' as far as the count check sees them)."""
         return self._current(user).index
 
     def _current(self, user: str) -> _Copy:
@@ -312,7 +313,7 @@ class Retriever:
                 dense.update(copy.vectors.cosines(keyword_only, vector))
                 keyword_only = [memory_id for memory_id in keyword_only if memory_id not in dense]
             if stored is not None:
-                dense.update((i, float(stored[i] @ vector)) for i in keyword_only if i in stored)
+                dense.update((i, _cosine(stored[i], vector)) for i in keyword_only if i in stored)
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
         fusion = _Fusion(None if vector is None else dense, keyword, settings.dense_weight)
@@ -447,6 +448,12 @@ class _Fusion:
         if relative is None:
             return cosine, cosine, relative
         return self.dense_weight * cosine + (1 - self.dense_weight) * relative, cosine, relative
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """As Chroma's cosine space computes it (the vectors of every shipped embedder are unit length already)."""
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms > 0 else 0.0
 
 
 def _query_parts(query: str, utterances: list[str] | None) -> list[tuple[list[str], float]]:
