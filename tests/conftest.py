@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Sequence
@@ -16,6 +22,7 @@ from vecmem import MemoryBank, Settings
 REPO = Path(__file__).resolve().parent.parent
 SEED_FILE = REPO / "data" / "seed_memories.jsonl"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+VENV_BIN = Path(sys.executable).parent
 
 _TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]", re.IGNORECASE)
 
@@ -82,9 +89,62 @@ def clock() -> Clock:
     return Clock()
 
 
+def pytest_generate_tests(metafunc) -> None:
+    """Tests marked ``both_stores`` run twice: on an embedded store and on a real `chroma run` server (unless
+    marked ``embedded_only``: what only an embedded store has, a folder, the change feed)."""
+    marked = metafunc.definition.get_closest_marker("both_stores")
+    if marked and not metafunc.definition.get_closest_marker("embedded_only") and "settings" in metafunc.fixturenames:
+        metafunc.parametrize("store_kind", ["embedded", "server"], indirect=True)
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def store_kind(request) -> str:
+    return getattr(request, "param", "embedded")
+
+
+@pytest.fixture
+def settings(tmp_path: Path, store_kind: str, request) -> Settings:
+    if store_kind == "server":  # a database of its own on the shared server: an empty store per test
+        url = request.getfixturevalue("chroma_server")
+        return Settings(home=tmp_path / "home", chroma_url=url, chroma_database=f"test-{uuid.uuid4().hex[:16]}")
     return Settings(home=tmp_path / "home")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """`chroma run` on a free loopback port, started once for the test session and stopped after it."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("chroma-log") / "server.log"
+    with log.open("w") as handle:
+        process = subprocess.Popen(
+            [str(VENV_BIN / "chroma"), "run", "--path", str(tmp_path_factory.mktemp("chroma-data")),
+             "--host", "127.0.0.1", "--port", str(port)],
+            stdout=handle, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).read()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"chroma run did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 @pytest.fixture

@@ -88,7 +88,8 @@ class MemoryBank:
         self._changes: ChangeFeed | None = None
         self._store_lock: StoreLock | None = None
         if self.settings.chroma_url:
-            self._store = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url)
+            self._store = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url,
+                                      database=self.settings.chroma_database)
         else:
             self._store_lock = StoreLock(self.settings.home)  # one process per embedded store (lock.py)
             try:

@@ -34,6 +34,7 @@ def default_model_cache() -> Path:
 ENV_VARS = {
     "home": "VECMEM_HOME",
     "chroma_url": "VECMEM_CHROMA_URL",
+    "chroma_database": "VECMEM_CHROMA_DATABASE",
     "embed_model": "VECMEM_EMBED_MODEL",
     "embed_device": "VECMEM_EMBED_DEVICE",
     "embed_batch_size": "VECMEM_EMBED_BATCH_SIZE",
@@ -120,6 +121,7 @@ class Settings:
 
     home: Path = field(default_factory=default_home)
     chroma_url: str | None = None
+    chroma_database: str = "default_database"  # with a Chroma server: the database (created when missing)
     embed_model: str = DEFAULT_EMBED_MODEL
     embed_device: str = "cpu"
     embed_batch_size: int = 64
@@ -184,7 +186,7 @@ class Settings:
             parsed_base = urlparse(self.openai_base_url)
             if parsed_base.scheme not in ("http", "https") or not parsed_base.hostname:
                 raise ConfigError(f"OPENAI_BASE_URL must look like http://host:port/v1, got {self.openai_base_url!r}")
-        for name in ("embed_model", "embed_device", "default_user", "tokenizer", "chat_model"):
+        for name in ("embed_model", "embed_device", "default_user", "tokenizer", "chat_model", "chroma_database"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"{_label(name)} must not be empty")
         if self.chroma_url is not None:
@@ -216,6 +218,7 @@ class Settings:
         return cls(
             home=Path(reader.text("VECMEM_HOME") or default_home()),
             chroma_url=reader.text("VECMEM_CHROMA_URL") or None,
+            chroma_database=reader.text("VECMEM_CHROMA_DATABASE") or "default_database",
             embed_model=reader.text("VECMEM_EMBED_MODEL") or DEFAULT_EMBED_MODEL,
             embed_device=reader.text("VECMEM_EMBED_DEVICE") or "cpu",
             embed_batch_size=reader.number("VECMEM_EMBED_BATCH_SIZE", int, 64),

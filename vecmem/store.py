@@ -42,6 +42,7 @@ from .rows import from_row, to_metadata, where_clause
 __all__ = ["ChromaStore", "where_clause"]
 
 _USER_PREFIX = "vecmem-u-"
+_DEFAULT_DATABASE = "default_database"  # Chroma's own default
 _REGISTRY = "vecmem-registry"
 _REBUILD_SUFFIX = "-reindex"
 _SCHEMA_VERSION = 2  # 1: one collection per user; 2: one per user and type
@@ -92,6 +93,21 @@ def _search_pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def _ensure_database(chromadb: Any, settings_class: Any, host: str, port: int, https: bool, database: str) -> None:
+    """Create the server's database when it does not exist yet (one server can hold many vecmem stores)."""
+    admin = chromadb.AdminClient(settings_class(
+        anonymized_telemetry=False, chroma_api_impl="chromadb.api.fastapi.FastAPI", chroma_server_host=host,
+        chroma_server_http_port=port, chroma_server_ssl_enabled=https,
+    ))
+    try:
+        admin.get_database(database)
+    except Exception as exc:  # NotFoundError on recent servers; older ones say so in the message
+        if "not found" not in str(exc).lower() and "does not exist" not in str(exc).lower() and \
+                type(exc).__name__ != "NotFoundError":
+            raise
+        admin.create_database(database)
+
+
 def _read_is_cheaper(allowed: int, collection_size: int | None) -> bool:
     """Whether reading ``allowed`` vectors beats an HNSW search restricted to them (see the costs above)."""
     if collection_size is None:
@@ -111,20 +127,29 @@ class ChromaStore:
     collection_name = staticmethod(_collection_name)  # for tools that open a user's collection directly
 
     def __init__(
-        self, *, model_name: str, path: Path | None = None, url: str | None = None, changes: ChangeFeed | None = None
+        self,
+        *,
+        model_name: str,
+        path: Path | None = None,
+        url: str | None = None,
+        database: str = _DEFAULT_DATABASE,
+        changes: ChangeFeed | None = None,
     ) -> None:
         if (path is None) == (url is None):
             raise ValueError("give exactly one of path or url")
         self.model_name = model_name
         self.changes = changes
-        self.location = url or str(path)
-        self._client = self._connect(path, url)
+        if url is None:
+            self.location = str(path)
+        else:
+            self.location = url if database == _DEFAULT_DATABASE else f"{url} (database {database})"
+        self._client = self._connect(path, url, database)
         self._collections: dict[str, dict[str, Any]] = {}  # user -> {type: collection} of those that exist
         self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
         self._lock = threading.RLock()
 
     @staticmethod
-    def _connect(path: Path | None, url: str | None) -> Any:
+    def _connect(path: Path | None, url: str | None, database: str) -> Any:
         try:
             import chromadb
             from chromadb.config import Settings as ChromaSettings
@@ -135,10 +160,12 @@ class ChromaStore:
             parsed = urlparse(url)
             https = parsed.scheme == "https"
             port = parsed.port or (443 if https else 8000)
+            host = parsed.hostname or "localhost"
             with _chroma_errors(f"connecting to the Chroma server at {url}"):
-                return chromadb.HttpClient(
-                    host=parsed.hostname or "localhost", port=port, ssl=https, settings=chroma_settings
-                )
+                if database != _DEFAULT_DATABASE:
+                    _ensure_database(chromadb, ChromaSettings, host, port, https, database)
+                return chromadb.HttpClient(host=host, port=port, ssl=https, settings=chroma_settings,
+                                           database=database)
         assert path is not None
         try:
             path.mkdir(parents=True, exist_ok=True)

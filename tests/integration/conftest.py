@@ -1,13 +1,10 @@
-"""Integration fixtures: the real embedding model (loaded once per test session) and a real Chroma server."""
+"""Integration fixtures: the real embedding model (loaded once per test session); the Chroma server is in tests/conftest.py."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -72,38 +69,3 @@ def run_cli(*argv: str, env: dict[str, str], timeout: float = 180) -> subprocess
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    """`chroma run` on a free loopback port, started for the module and stopped after it."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("chroma-log") / "server.log"
-    with log.open("w") as handle:
-        process = subprocess.Popen(
-            [str(VENV_BIN / "chroma"), "run", "--path", str(tmp_path_factory.mktemp("chroma-data")),
-             "--host", "127.0.0.1", "--port", str(port)],
-            stdout=handle, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).read()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"chroma run did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()

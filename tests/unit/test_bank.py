@@ -15,6 +15,8 @@ from vecmem import (
     content_id,
 )
 
+pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
+
 
 def ids(hits):
     return [hit.id for hit in hits]
@@ -265,6 +267,7 @@ class TestPersistenceAndModel:
         assert make_bank().get(record.id).content == "survives a crash mid-swap"
 
 
+    @pytest.mark.embedded_only  # it writes the old layout into the store's folder
     def test_a_one_collection_store_is_split_by_type_on_open(self, make_bank, settings, clock):
         import chromadb
         from chromadb.config import Settings as ChromaSettings
@@ -359,7 +362,8 @@ class TestImportExport:
         bank.add("session pref", memory_type="preference", session_id="s1", tags=["t"])
         bank.add("bob's", user_id="bob")
         exported = [json.dumps(r.to_dict()) for r in bank.export()]
-        fresh = make_bank(settings=settings.with_changes(home=tmp_path / "other"))
+        fresh = make_bank(settings=settings.with_changes(home=tmp_path / "other",
+                                                         chroma_database=settings.chroma_database + "-fresh"))
         assert fresh.import_jsonl(exported).added == 3
         assert sorted(r.to_dict()["id"] for r in fresh.export()) == sorted(json.loads(line)["id"] for line in exported)
         assert [r.to_dict() for r in fresh.export(user_id="bob")] == [r.to_dict() for r in bank.export(user_id="bob")]

@@ -19,12 +19,20 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from tests.conftest import Clock, FakeEmbedder
 from tests.tally import count
@@ -50,12 +58,17 @@ def _visible(memory: Expected, session: str | None) -> bool:
 
 
 class IsolationMachine(RuleBasedStateMachine):
+    chroma_url: str | None = None  # set by the server variant below
+    bank_count = 2
+
     def __init__(self) -> None:
         super().__init__()
         self.folder = Path(tempfile.mkdtemp(prefix="vecmem-props-"))
         store = Settings(home=self.folder / "home", index_check_seconds=3600)  # the change feed alone
+        if self.chroma_url is not None:
+            store = store.with_changes(chroma_url=self.chroma_url, chroma_database=f"props-{uuid.uuid4().hex[:16]}")
         embedder, clock = FakeEmbedder(dimension=32), Clock()
-        self.banks = [MemoryBank(store, embedder=embedder, clock=clock) for _ in range(2)]
+        self.banks = [MemoryBank(store, embedder=embedder, clock=clock) for _ in range(self.bank_count)]
         self.model: dict[str, dict[str, Expected]] = {user: {} for user in USERS}
         self.clock = clock
 
@@ -74,7 +87,7 @@ class IsolationMachine(RuleBasedStateMachine):
     def _bank(self, which: int) -> MemoryBank:
         count("isolation: operations")
         self.clock.advance(minutes=1)
-        return self.banks[which]
+        return self.banks[which % len(self.banks)]
 
     # ------------------------------------------------------------------------------------------ writes
 
@@ -171,7 +184,7 @@ class IsolationMachine(RuleBasedStateMachine):
 
     @invariant()
     def listing_export_and_get_agree_with_the_model(self) -> None:
-        bank = self.banks[len(self.model["alice"]) % 2]
+        bank = self.banks[len(self.model["alice"]) % len(self.banks)]
         for user in USERS:
             memories = self.model[user]
             exported = {r.id: r for r in bank.export(user_id=user)}
@@ -188,8 +201,20 @@ class IsolationMachine(RuleBasedStateMachine):
                 assert listed == wanted, (user, session)
 
 
-IsolationMachine.TestCase.settings = settings(
+RUN = settings(
     max_examples=EXAMPLES, stateful_step_count=30, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+IsolationMachine.TestCase.settings = RUN
 TestIsolation = IsolationMachine.TestCase
+
+
+def test_isolation_on_a_chroma_server(chroma_server):
+    """The same sequences on a real `chroma run` server, through one client: a server has no change feed, so
+    a second client's copy would learn of supersessions only at its next count check (see the README)."""
+
+    class OnAServer(IsolationMachine):
+        chroma_url = chroma_server
+        bank_count = 1
+
+    run_state_machine_as_test(OnAServer, settings=settings(RUN, max_examples=max(EXAMPLES // 2, 1)))

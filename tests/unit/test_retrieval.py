@@ -7,6 +7,8 @@ import pytest
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryFilter, MemoryRecord
 
+pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
+
 WORDS = "tea coffee python rust deploy docker cat dog editor neovim shell zsh macos linux memory budget".split()
 
 
