@@ -81,7 +81,7 @@ def _build_parser() -> _Parser:
 
     def command(name: str, help_text: str) -> _Parser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        if name not in ("reindex", "doctor"):
+        if name not in ("reindex", "doctor", "serve"):
             sub.add_argument("--user", help="user id (default: VECMEM_USER or 'default')")
         return sub
 
@@ -146,6 +146,12 @@ def _build_parser() -> _Parser:
     imports.add_argument("--overwrite", action="store_true", help="replace memories whose id already exists")
 
     command("reindex", "re-embed every memory with the configured embedding model")
+
+    serve = command("serve", "the HTTP API (JSON; OpenAPI at /openapi.json)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=_positive_int, default=8765)
+    serve.add_argument("--token", help="bearer token required of every request (default: VECMEM_API_TOKEN); "
+                                       "needed to bind anything but loopback")
 
     doctor = command("doctor", "examine the store; exit 1 while problems remain (--repair mends what it safely can)")
     doctor.add_argument("--repair", action="store_true", help="mend what can be mended without guessing")
@@ -375,6 +381,19 @@ class _Commands:
         print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embedder.name}", file=self.out)
         return EXIT_OK
 
+
+    def cmd_serve(self) -> int:
+        from .server import check_binding, create_app  # fastapi and uvicorn only for this command
+
+        import uvicorn
+
+        token = self.args.token or Settings.from_env().api_token
+        check_binding(self.args.host, token)
+        bank = self.bank()
+        print(f"vecmem: serving {bank.location} on http://{self.args.host}:{self.args.port}"
+              + (" (bearer token required)" if token else ""), file=self.err, flush=True)
+        uvicorn.run(create_app(bank, token=token), host=self.args.host, port=self.args.port, log_level="warning")
+        return EXIT_OK
 
     def cmd_doctor(self) -> int:
         report = self.bank(verify_model=False).doctor(repair=self.args.repair)

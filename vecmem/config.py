@@ -56,6 +56,7 @@ ENV_VARS = {
     "search_mode": "VECMEM_SEARCH_MODE",
     "dense_weight": "VECMEM_DENSE_WEIGHT",
     "index_check_seconds": "VECMEM_INDEX_CHECK_SECONDS",
+    "api_token": "VECMEM_API_TOKEN",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
     "chat_model": "VECMEM_CHAT_MODEL",
@@ -122,6 +123,7 @@ class Settings:
     home: Path = field(default_factory=default_home)
     chroma_url: str | None = None
     chroma_database: str = "default_database"  # with a Chroma server: the database (created when missing)
+    api_token: str | None = field(default=None, repr=False)  # `vecmem serve`: the bearer token it requires
     embed_model: str = DEFAULT_EMBED_MODEL
     embed_device: str = "cpu"
     embed_batch_size: int = 64
@@ -219,6 +221,7 @@ class Settings:
             home=Path(reader.text("VECMEM_HOME") or default_home()),
             chroma_url=reader.text("VECMEM_CHROMA_URL") or None,
             chroma_database=reader.text("VECMEM_CHROMA_DATABASE") or "default_database",
+            api_token=reader.text("VECMEM_API_TOKEN") or None,
             embed_model=reader.text("VECMEM_EMBED_MODEL") or DEFAULT_EMBED_MODEL,
             embed_device=reader.text("VECMEM_EMBED_DEVICE") or "cpu",
             embed_batch_size=reader.number("VECMEM_EMBED_BATCH_SIZE", int, 64),

@@ -49,3 +49,44 @@ def test_another_model_is_one_error_line_and_reindex_fixes_it(tmp_path, other_mo
     assert hits[0]["content"] == "The user's favourite fruit is the mango"
     assert json.loads(run_cli("stats", "--json", env=other).stdout)["embed_dim"] == 128
     assert run_cli("search", "favourite fruit", env=env).returncode == 2  # the old model is now the stranger
+
+
+def test_serve_answers_over_real_http_and_refuses_the_network_without_a_token(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    env = cli_env(tmp_path / "home")
+    refused = run_cli("serve", "--host", "0.0.0.0", env=env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "token" in refused.stderr
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    from tests.integration.conftest import VENV_BIN
+
+    server = subprocess.Popen([str(VENV_BIN / "vecmem"), "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def call(path, body=None):
+        request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                call("/openapi.json")
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr.read()
+                time.sleep(0.2)
+        made = call("/memories", {"content": "The user's favourite fruit is the mango", "type": "preference"})
+        (hit,) = call("/search", {"query": "which fruit do I like best?", "k": 1})
+        assert hit["id"] == made["id"] and hit["dense"] > 0.3
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -1,0 +1,89 @@
+"""The HTTP API on the facade: every route, its errors, and the bearer token."""
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from vecmem.errors import ConfigError
+from vecmem.server import check_binding, create_app
+
+pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
+
+
+@pytest.fixture
+def api(bank):
+    return TestClient(create_app(bank))
+
+
+def test_add_search_with_score_parts_list_get_update(api):
+    made = api.post("/memories", json={"content": "The user prefers tea over coffee", "type": "preference",
+                                       "importance": 0.8, "tags": ["drinks"]})
+    assert made.status_code == 201
+    memory = made.json()
+    api.post("/memories", json={"content": "session note about the tea shop", "session_id": "s1"})
+    hits = api.post("/search", json={"query": "tea or coffee", "k": 5}).json()
+    assert [hit["id"] for hit in hits] == [memory["id"]]  # the session note stays in its session
+    assert {"score", "similarity", "dense", "keyword", "recency", "importance"} <= set(hits[0])
+    assert len(api.post("/search", json={"query": "tea", "session_id": "s1"}).json()) == 2
+    assert [r["id"] for r in api.get("/memories", params={"type": "preference"}).json()] == [memory["id"]]
+    assert api.get(f"/memories/{memory['id']}").json()["tags"] == ["drinks"]
+    changed = api.patch(f"/memories/{memory['id']}", json={"importance": 0.3})
+    assert changed.status_code == 200 and changed.json()["importance"] == 0.3
+    assert api.get("/stats").json()["count"] == 2
+
+
+def test_supersede_history_restore_forget_and_export(api):
+    old = api.post("/memories", json={"content": "The user writes TypeScript", "type": "preference"}).json()
+    new = api.post("/memories", json={"content": "The user writes JavaScript now", "type": "preference"}).json()
+    assert api.post(f"/memories/{old['id']}/supersede", json={"new_id": new["id"]}).json()["superseded_by"] == new["id"]
+    assert [r["id"] for r in api.get(f"/memories/{new['id']}/history").json()] == [old["id"], new["id"]]
+    assert [h["id"] for h in api.post("/search", json={"query": "writes TypeScript"}).json()] == [new["id"]]
+    assert api.post(f"/memories/{old['id']}/restore").json()["superseded_by"] is None
+    exported = api.get("/export")
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    assert {json.loads(line)["id"] for line in exported.text.splitlines()} == {old["id"], new["id"]}
+    assert api.delete(f"/memories/{new['id']}").json()["id"] == new["id"]
+    assert api.get(f"/memories/{new['id']}").status_code == 404
+
+
+def test_users_are_kept_apart(api):
+    api.post("/memories", params={"user": "alice"}, json={"content": "alice likes otters"})
+    assert api.post("/search", params={"user": "bob"}, json={"query": "otters"}).json() == []
+    assert len(api.post("/search", params={"user": "alice"}, json={"query": "otters"}).json()) == 1
+
+
+@pytest.mark.parametrize("method, path, body, status, field", [
+    ("post", "/memories", {"content": "   "}, 422, "content"),
+    ("post", "/memories", {"content": "x", "importance": "lots"}, 422, "importance"),
+    ("post", "/memories", {"content": "ok memory", "type": "secret"}, 422, "type"),
+    ("post", "/memories", {"content": "ok memory", "colour": "red"}, 422, "colour"),
+    ("post", "/memories", {}, 422, "content"),
+    ("post", "/search", {"query": "tea", "k": 0}, 422, "k"),
+    ("post", "/search", {"query": "tea", "types": {"$ne": 1}}, 422, "types"),
+    ("get", "/memories/no-such-memory", None, 404, None),
+    ("patch", "/memories/no-such-memory", {"importance": 0.1}, 404, None),
+    ("post", "/memories/no-such-memory/restore", None, 404, None),
+])
+def test_bad_input_is_a_clear_4xx(api, method, path, body, status, field):
+    response = getattr(api, method)(path, **({} if body is None else {"json": body}))
+    assert response.status_code == status
+    assert response.json()["error"] and response.json()["field"] == field
+
+
+def test_a_token_is_required_off_loopback_and_enforced_when_given(bank):
+    with pytest.raises(ConfigError, match="token"):
+        check_binding("0.0.0.0", None)
+    check_binding("0.0.0.0", "s3cret")
+    check_binding("127.0.0.1", None)
+    guarded = TestClient(create_app(bank, token="s3cret"))
+    assert guarded.get("/stats").status_code == 401
+    assert guarded.get("/stats", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert guarded.get("/stats", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert guarded.get("/openapi.json").status_code == 200  # the description itself is public
+
+
+def test_the_openapi_description_names_every_route(api):
+    paths = set(api.get("/openapi.json").json()["paths"])
+    assert {"/memories", "/memories/{memory_id}", "/memories/{memory_id}/history", "/memories/{memory_id}/restore",
+            "/memories/{memory_id}/supersede", "/search", "/stats", "/export"} <= paths
