@@ -81,7 +81,7 @@ def _build_parser() -> _Parser:
 
     def command(name: str, help_text: str) -> _Parser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        if name not in ("reindex", "doctor", "serve"):
+        if name not in ("reindex", "doctor", "serve", "mcp"):
             sub.add_argument("--user", help="user id (default: VECMEM_USER or 'default')")
         return sub
 
@@ -152,6 +152,8 @@ def _build_parser() -> _Parser:
     serve.add_argument("--port", type=_positive_int, default=8765)
     serve.add_argument("--token", help="bearer token required of every request (default: VECMEM_API_TOKEN); "
                                        "needed to bind anything but loopback")
+
+    command("mcp", "a Model Context Protocol server on stdio: remember, recall, forget, list_memories")
 
     doctor = command("doctor", "examine the store; exit 1 while problems remain (--repair mends what it safely can)")
     doctor.add_argument("--repair", action="store_true", help="mend what can be mended without guessing")
@@ -393,6 +395,12 @@ class _Commands:
         print(f"vecmem: serving {bank.location} on http://{self.args.host}:{self.args.port}"
               + (" (bearer token required)" if token else ""), file=self.err, flush=True)
         uvicorn.run(create_app(bank, token=token), host=self.args.host, port=self.args.port, log_level="warning")
+        return EXIT_OK
+
+    def cmd_mcp(self) -> int:
+        from .mcp_server import create_server  # the MCP SDK only for this command
+
+        create_server(self.bank()).run("stdio")
         return EXIT_OK
 
     def cmd_doctor(self) -> int:
