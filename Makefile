@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat test eval bench bench-mem0 clean help
+.PHONY: install seed demo chat test browser eval bench bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -44,7 +44,14 @@ demo: install
 chat: seed
 	$(BIN)/python -m vecmem.chat $(CHAT_ARGS)
 
-test: install
+# The memory panel's test drives Debian's chromium and chromium-driver (apt-get, as root or through sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver \
+	  || echo "vecmem: could not install chromium; the panel test will be skipped"; fi
+
+test: install browser
 	$(BIN)/python -m pytest
 
 BENCH_ARGS ?= --n 5000 --queries 200

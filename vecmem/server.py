@@ -1,4 +1,5 @@
-"""``vecmem serve``: the MemoryBank facade as a JSON HTTP API (FastAPI). The only fastapi importer.
+"""``vecmem serve``: the MemoryBank facade as a JSON HTTP API (FastAPI), and the memory panel at ``/`` (one
+static page, ``panel.html``, calling the API). The only fastapi importer.
 
 Every route takes an optional ``user`` (default: the configured user). Errors are JSON ``{"error": message,
 "field": name or null}``: 422 for a value vecmem refuses, 404 for an unknown memory, 409 for a store another
@@ -14,17 +15,20 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+from importlib import resources
 from typing import Any, Iterator
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from .bank import MemoryBank
 from .errors import ConfigError, InvalidInputError, NotFoundError, StoreInUseError, VecmemError, is_user_error
 
 __all__ = ["create_app", "is_loopback", "check_binding"]
+
+PANEL = (resources.files(__package__) / "panel.html").read_text(encoding="utf-8")
 
 
 class _Body(BaseModel):
@@ -58,6 +62,7 @@ class SearchRequest(_Body):
     k: Any = 5
     session_id: Any = None
     types: Any = None
+    record_access: bool = True  # false to look without counting a use (the panel does)
 
 
 class Supersession(_Body):
@@ -116,6 +121,11 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
     def refused(_: Request, error: _Refused) -> JSONResponse:
         return _error(error.status, error.message, None)
 
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def panel() -> str:
+        """The memory panel: one static page that calls the routes below (no build step)."""
+        return PANEL
+
     @app.post("/memories", status_code=201, dependencies=guarded)
     def add(memory: NewMemory, user: str | None = None) -> dict[str, Any]:
         return bank.add(memory.content, user_id=user, memory_type=memory.type, importance=memory.importance,
@@ -161,7 +171,7 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
         """The best memories for the query, each with its score parts (similarity, dense, keyword, recency,
         importance)."""
         hits = bank.search(request.query, request.k, user_id=user, session_id=request.session_id,
-                           types=request.types)
+                           types=request.types, record_access=request.record_access)
         return [hit.to_dict() for hit in hits]
 
     @app.get("/stats", dependencies=guarded)
