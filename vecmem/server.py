@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .bank import MemoryBank
 from .errors import ConfigError, InvalidInputError, NotFoundError, StoreInUseError, VecmemError, is_user_error
+from .session import SessionStore
 
 __all__ = ["create_app", "is_loopback", "check_binding"]
 
@@ -86,6 +87,7 @@ def check_binding(host: str, token: str | None) -> None:
 
 
 def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
+    sessions = SessionStore(bank.settings.home / "sessions.sqlite3")  # where the chat records its hit rate
     app = FastAPI(title="vecmem", version="0.1.0",
                   description="Long-term memory for LLM agents: add, search (with score parts), manage.")
 
@@ -176,7 +178,13 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
 
     @app.get("/stats", dependencies=guarded)
     def stats(user: str | None = None) -> dict[str, Any]:
-        return bank.stats(user_id=user).to_dict()
+        """Counts by type and scope (every user unless ``user``), and the user's chat hit rate: of the memories
+        the chat put in prompts, the share the answers used (null before it recorded any)."""
+        counted = bank.stats(user_id=user).to_dict()
+        injected, used = sessions.hit_totals(user or bank.settings.default_user)
+        counted["hits"] = {"injected": injected, "used": used,
+                           "rate": None if injected == 0 else round(used / injected, 4)}
+        return counted
 
     @app.get("/export", dependencies=guarded)
     def export(user: str | None = None) -> StreamingResponse:

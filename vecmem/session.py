@@ -284,6 +284,12 @@ class SessionStore:
         kept, summaries, injected, used = rows[0]
         return SessionCounters(kept, tuple(json.loads(summaries)), injected, used)
 
+    def hit_totals(self, user_id: str) -> tuple[int, int]:
+        """(memories injected, of those used by the answer) over every session of the user."""
+        rows = self._run("SELECT coalesce(sum(injected), 0), coalesce(sum(used), 0) FROM counters WHERE user_id = ?",
+                         (user_id,))
+        return int(rows[0][0]), int(rows[0][1])
+
     def _ensure_counters(self, user_id: str, session_id: str) -> None:
         self._run("INSERT OR IGNORE INTO counters (user_id, session_id) VALUES (?, ?)", (user_id, session_id))
 

@@ -91,6 +91,7 @@ def test_add_search_edit_chain_restore_forget_in_a_real_browser(served, browser)
     browser.get(url)
     row_of("memories", "green tea")
     assert "memories: 4" in browser.find_element(By.ID, "stats").text
+    assert "chat hit rate: not recorded yet" in browser.find_element(By.ID, "stats").text
 
     browser.find_element(By.ID, "add-content").send_keys("The user keeps two cats called Mochi and Yuzu")
     browser.find_element(By.CSS_SELECTOR, "#add button").click()

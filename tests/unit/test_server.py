@@ -87,3 +87,14 @@ def test_the_openapi_description_names_every_route(api):
     paths = set(api.get("/openapi.json").json()["paths"])
     assert {"/memories", "/memories/{memory_id}", "/memories/{memory_id}/history", "/memories/{memory_id}/restore",
             "/memories/{memory_id}/supersede", "/search", "/stats", "/export"} <= paths
+
+
+def test_stats_carry_the_chats_hit_rate(api, bank):
+    from vecmem.session import SessionStore
+
+    assert api.get("/stats").json()["hits"] == {"injected": 0, "used": 0, "rate": None}
+    sessions = SessionStore(bank.settings.home / "sessions.sqlite3")
+    sessions.record_hits("default", "s1", injected=4, used=1)
+    sessions.record_hits("default", "s2", injected=4, used=3)
+    assert api.get("/stats").json()["hits"] == {"injected": 8, "used": 4, "rate": 0.5}
+    assert api.get("/stats", params={"user": "bob"}).json()["hits"]["rate"] is None
