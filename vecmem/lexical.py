@@ -138,15 +138,15 @@ class IndexedMemory:
     scope: str
     type: str
     superseded: bool
-    importance: float = 0.5
+    importance: float = 0.5  # as the reranker weighs it: importance × confidence (rank.py)
     created: float = 0.0  # epoch seconds
     last_accessed: float = 0.0  # as stored in Chroma (0: never); access.py holds the running value
 
     @classmethod
     def of(cls, record: MemoryRecord, tokens: Sequence[str]) -> "IndexedMemory":
         last = record.last_accessed.timestamp() if record.last_accessed is not None else 0.0
-        return cls(tuple(tokens), record.scope, record.type, record.superseded, record.importance,
-                   record.created_at.timestamp(), last)
+        return cls(tuple(tokens), record.scope, record.type, record.superseded,
+                   record.importance * record.confidence, record.created_at.timestamp(), last)
 
 
 _TYPE_NAMES = ("fact", "preference", "instruction", "conclusion")

@@ -4,7 +4,9 @@
   and clamping keeps every term of the score in [0, 1]);
 * recency: ``exp(-λ·days)`` with days counted from the later of created_at and last_accessed, so a memory
   that keeps being used stays fresh (λ = 0.01 per day by default: a half-life of about 69 days);
-* importance: the memory's own importance in [0, 1].
+* importance: the memory's importance in [0, 1] times its confidence, so a memory a model extracted with
+  confidence 0.5 weighs half as much as the same statement made by the user (confidence 1.0, the default:
+  every memory stated or added by hand ranks exactly as before).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Iterable
 from .config import RankWeights
 from .models import Hit, MemoryRecord
 
-__all__ = ["freshness", "recency", "score", "rerank", "rank_by_importance"]
+__all__ = ["freshness", "recency", "score", "weight", "rerank", "rank_by_importance"]
 
 _SECONDS_PER_DAY = 86_400.0
 
@@ -35,6 +37,11 @@ def score(similarity: float, recency_value: float, importance: float, weights: R
     return weights.similarity * similarity + weights.recency * recency_value + weights.importance * importance
 
 
+def weight(record: MemoryRecord) -> float:
+    """The importance term of the score: importance scaled by confidence."""
+    return record.importance * record.confidence
+
+
 def _hit(record: MemoryRecord, similarity: float, now: datetime, weights: RankWeights, decay: float) -> Hit:
     similarity = min(1.0, max(0.0, similarity))
     fresh = recency(record, now, decay)
@@ -42,10 +49,10 @@ def _hit(record: MemoryRecord, similarity: float, now: datetime, weights: RankWe
         id=record.id,
         content=record.content,
         type=record.type,
-        score=score(similarity, fresh, record.importance, weights),
+        score=score(similarity, fresh, weight(record), weights),
         similarity=similarity,
         recency=fresh,
-        importance=record.importance,
+        importance=weight(record),  # the score's part: the record keeps its own importance and confidence
         record=record,
     )
 

@@ -66,3 +66,18 @@ def test_rank_by_importance_for_empty_query():
     assert [hit.id for hit in hits] == ["high", "mid", "low"]
     assert all(hit.similarity == 0.0 for hit in hits)
     assert hits[0].score == pytest.approx(0.2 * 1.0 + 0.2 * 1.0)
+
+
+def test_confidence_scales_importance_so_an_uncertain_extraction_ranks_below_a_stated_memory(make_bank):
+    from tests.conftest import FakeEmbedder
+
+    bank = make_bank(embedder=FakeEmbedder())
+    stated = bank.add("the user drinks oolong tea", memory_id="stated", importance=0.8, session_id="a")
+    guessed = bank.add("the user drinks oolong tea", memory_id="guessed", importance=0.8, session_id="b",
+                       source="extracted", confidence=0.5)
+    hits = {hit.id: hit for hit in bank.search("oolong tea", 5, session_id="a", record_access=False)}
+    hits.update({hit.id: hit for hit in bank.search("oolong tea", 5, session_id="b", record_access=False)})
+    assert hits["stated"].similarity == hits["guessed"].similarity
+    assert hits["stated"].importance == pytest.approx(0.8) and hits["guessed"].importance == pytest.approx(0.4)
+    assert hits["stated"].score - hits["guessed"].score == pytest.approx(0.2 * 0.4)
+    assert bank.get(guessed.id).importance == 0.8 and bank.get(stated.id).confidence == 1.0  # records keep theirs
