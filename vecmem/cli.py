@@ -412,7 +412,8 @@ class _Commands:
             counted = ", ".join(f"{name} {n}" for name, n in by_type.items())
             print(f"user {user!r}: {sum(by_type.values())} memories ({counted})", file=self.out)
         for finding in report.findings:
-            state = "repaired" if finding.repaired else ("repairable: --repair" if finding.repairable else "not repairable")
+            state = ("repaired" if finding.repaired
+                     else "repairable: --repair" if finding.repairable else "not repairable")
             where = f"user {finding.user_id!r}: " if finding.user_id else ""
             shown = ", ".join(finding.memory_ids[:5]) + (" ..." if len(finding.memory_ids) > 5 else "")
             print(f"{finding.kind}: {where}{finding.detail} [{state}]" + (f" ({shown})" if shown else ""),

@@ -139,7 +139,7 @@ class Settings:
     tokenizer: str = "cl100k_base"
     search_mode: str = "hybrid"  # "dense", "keyword" or "hybrid"
     dense_weight: float = 0.6  # hybrid similarity = w·cosine + (1 - w)·keyword
-    index_check_seconds: float = 5.0  # Chroma server: how often a keyword index is checked against other clients' writes
+    index_check_seconds: float = 5.0  # Chroma server: how often a copy is checked against other clients' writes
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None

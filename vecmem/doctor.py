@@ -118,7 +118,8 @@ def _examine_user(
             unreadable.append(memory_id)
             continue
         keywords = (metadata or {}).get("keywords")
-        copies.setdefault(memory_id, []).append((collection_type, record, None if keywords is None else keywords.split()))
+        tokens = None if keywords is None else keywords.split()
+        copies.setdefault(memory_id, []).append((collection_type, record, tokens))
     if unreadable:
         report("unreadable-rows", unreadable, f"{len(unreadable)} rows cannot be read; export what can be read "
                "and import it into a fresh store", False, None)

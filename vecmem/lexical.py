@@ -137,7 +137,7 @@ class IndexedMemory:
     tokens: tuple[str, ...]
     scope: str
     type: str
-    superseded: bool
+    superseded: bool  # not retrievable: superseded, archived or pending
     importance: float = 0.5  # as the reranker weighs it: importance × confidence (rank.py)
     created: float = 0.0  # epoch seconds
     last_accessed: float = 0.0  # as stored in Chroma (0: never); access.py holds the running value
@@ -145,7 +145,8 @@ class IndexedMemory:
     @classmethod
     def of(cls, record: MemoryRecord, tokens: Sequence[str]) -> "IndexedMemory":
         last = record.last_accessed.timestamp() if record.last_accessed is not None else 0.0
-        return cls(tuple(tokens), record.scope, record.type, record.superseded,
+        # "superseded" here means "not retrievable": archived and pending memories are left out the same way
+        return cls(tuple(tokens), record.scope, record.type, not record.retrievable,
                    record.importance * record.confidence, record.created_at.timestamp(), last)
 
 

@@ -21,6 +21,7 @@ from .errors import InvalidInputError
 __all__ = [
     "MEMORY_TYPES",
     "SOURCES",
+    "STATUSES",
     "GLOBAL_SCOPE",
     "MAX_CONTENT_CHARS",
     "MemoryRecord",
@@ -38,6 +39,10 @@ __all__ = [
 
 MEMORY_TYPES: tuple[str, ...] = ("fact", "preference", "instruction", "conclusion")
 SOURCES: tuple[str, ...] = ("user", "extracted", "manual", "template")
+# live: retrieved; archived: left retrieval by the forgetting policy (restorable); pending: an uncertain
+# extraction waiting in the review queue (hygiene.py)
+STATUSES: tuple[str, ...] = ("live", "archived", "pending")
+LIVE = "live"
 GLOBAL_SCOPE = "global"
 MAX_CONTENT_CHARS = 8_000  # a memory is a statement, not a document; long text belongs in a RAG index
 MAX_CONTEXT_CHARS = 8_000
@@ -178,6 +183,7 @@ class MemoryRecord:
     superseded_by: str | None = None
     user_id: str = "default"
     context: str = ""  # found-by text for keyword search only (surrounding turns); never shown to the model
+    status: str = LIVE  # live | archived | pending: only live memories (not superseded) are retrieved
 
     def __post_init__(self) -> None:
         normalised = {
@@ -198,6 +204,7 @@ class MemoryRecord:
             else validate_identifier("superseded_by", self.superseded_by),
             "user_id": validate_identifier("user_id", self.user_id),
             "context": _check_context(self.context),
+            "status": _check_choice("status", self.status, STATUSES),
         }
         if isinstance(self.access_count, bool) or not isinstance(self.access_count, int) or self.access_count < 0:
             raise InvalidInputError("access_count", f"must be a non-negative integer, got {self.access_count!r}")
@@ -223,6 +230,11 @@ class MemoryRecord:
     @property
     def superseded(self) -> bool:
         return self.superseded_by is not None
+
+    @property
+    def retrievable(self) -> bool:
+        """Live and not superseded: what search and build_context may return."""
+        return self.status == LIVE and self.superseded_by is None
 
     @property
     def last_used(self) -> datetime:
@@ -283,6 +295,7 @@ class MemoryFilter:
     all_sessions: bool = False
     types: frozenset[str] | None = None
     include_superseded: bool = False
+    statuses: frozenset[str] | None = frozenset({LIVE})  # None: every status (export)
 
     def __post_init__(self) -> None:
         if self.session_id is not None:
@@ -294,6 +307,11 @@ class MemoryFilter:
             for memory_type in types:
                 _check_choice("types", memory_type, MEMORY_TYPES)
             object.__setattr__(self, "types", types)
+        if self.statuses is not None:
+            statuses = frozenset(self.statuses)
+            for status in statuses:
+                _check_choice("statuses", status, STATUSES)
+            object.__setattr__(self, "statuses", statuses)
 
     @property
     def scopes(self) -> tuple[str, ...] | None:
@@ -305,6 +323,8 @@ class MemoryFilter:
     def matches(self, record: MemoryRecord) -> bool:
         """The same predicate the store applies, checked again in memory so no filter bug can leak."""
         if record.superseded and not self.include_superseded:
+            return False
+        if self.statuses is not None and record.status not in self.statuses:
             return False
         if self.types is not None and record.type not in self.types:
             return False
@@ -398,7 +418,7 @@ class StoreStats:
 
     user_id: str | None
     count: int
-    live: int
+    live: int  # retrievable: live and not superseded
     superseded: int
     by_type: dict[str, int]
     by_scope: dict[str, int]
@@ -406,6 +426,8 @@ class StoreStats:
     embed_model: str
     embed_dim: int
     location: str
+    archived: int = 0
+    pending: int = 0  # waiting in the review queue
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -53,6 +53,7 @@ def to_metadata(record: MemoryRecord) -> dict[str, Any]:
         "user_id": record.user_id,
         "tags": list(record.tags),
         "context": record.context,
+        "status": record.status,
     }
     return {
         "type": record.type,
@@ -84,6 +85,7 @@ def from_row(memory_id: str, document: str | None, metadata: dict[str, Any] | No
             superseded_by=meta.get("superseded_by") or None,
             user_id=str(meta.get("user_id", "default")),
             context=meta.get("context") or "",
+            status=str(meta.get("status") or "live"),
         )
     except (TypeError, ValueError, OverflowError) as exc:  # json.JSONDecodeError is a ValueError
         raise StoreError(f"memory {memory_id} in the store is unreadable: {exc}") from exc

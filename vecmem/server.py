@@ -110,7 +110,7 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
             status = 422
         else:
             status = 500
-        return _error(status, str(error), getattr(error, "field", None) if isinstance(error, InvalidInputError) else None)
+        return _error(status, str(error), error.field if isinstance(error, InvalidInputError) else None)
 
     @app.exception_handler(RequestValidationError)
     def malformed(_: Request, error: RequestValidationError) -> JSONResponse:

@@ -280,7 +280,7 @@ class ChromaStore:
         return found
 
     def refresh(self, user_id: str) -> None:
-        """Forget which collections of the user exist (another bank or server client may have created one since)."""
+        """Forget which collections of the user exist (another bank or server client may have made one since)."""
         with self._lock:
             self._collections.pop(user_id, None)
 
@@ -405,8 +405,8 @@ class ChromaStore:
             memory_type, wanted = item
             with _chroma_errors("reading embeddings"):
                 rows = collections[memory_type].get(ids=wanted, include=["embeddings"])
-            return list(zip(rows["ids"], np.asarray(rows["embeddings"], dtype=np.float32).reshape(len(rows["ids"]), -1),
-                            strict=True))
+            matrix = np.asarray(rows["embeddings"], dtype=np.float32).reshape(len(rows["ids"]), -1)
+            return list(zip(rows["ids"], matrix, strict=True))
 
         items = list(plan.items())
         results = [one(items[0])] if len(items) == 1 else list(_search_pool().map(one, items))

@@ -1,4 +1,5 @@
-"""Integration fixtures: the real embedding model (loaded once per test session); the Chroma server is in tests/conftest.py."""
+"""Integration fixtures: the real embedding model, loaded once per test session (the Chroma server fixture is
+in tests/conftest.py)."""
 
 from __future__ import annotations
 

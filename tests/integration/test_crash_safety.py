@@ -3,7 +3,7 @@ the same store. After every kill the store opens, every memory whose write was a
 once, nothing else is (only memories of the batch in flight may have landed), and the keyword index agrees with
 the vector store. The next round resumes the import where the last acknowledged write left it.
 
-``VECMEM_CRASH_ROUNDS`` sets the number of kills (default 8; each round costs about 5 s).
+``VECMEM_CRASH_ROUNDS`` sets the number of kills (default 6; each round costs about 8 s).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.tally import count
 
 pytestmark = pytest.mark.integration
 
-ROUNDS = int(os.environ.get("VECMEM_CRASH_ROUNDS", "8"))
+ROUNDS = int(os.environ.get("VECMEM_CRASH_ROUNDS", "6"))
 PER_ROUND = 4_000  # more than a round can write before its kill
 BATCH = 256  # WRITE_BATCH in bank.py: what can be in flight at the moment of a kill
 
@@ -50,7 +50,8 @@ def _import_and_kill(home: Path, first: int, delay: float) -> tuple[int, bool]:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    assert ready.wait(60), child.stderr.read() if child.poll() is not None else "the import never started"  # type: ignore[union-attr]
+    if not ready.wait(60):
+        raise AssertionError(child.stderr.read() if child.poll() is not None else "the import never started")
     time.sleep(delay)
     killed = child.poll() is None
     child.send_signal(signal.SIGKILL)

@@ -10,8 +10,6 @@ from vecmem import InvalidInputError, LLMError
 from vecmem.agent import TEMPLATES, memory_used
 from vecmem.rules import text_units
 
-pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
-
 FACTS = [
     "我是后端工程师，负责支付系统", "我住在杭州西湖区", "我的电脑是 MacBook Pro", "我每天早上跑步", "我养了一只猫叫年糕",
     "I work at Acme on the billing team", "My favourite database is PostgreSQL", "I have two kids",

@@ -11,7 +11,7 @@ What must hold, always:
   export return exactly the model's memories.
 
 After every step, every user is searched, listed and exported in every session through one of the banks.
-``VECMEM_PROPERTY_EXAMPLES`` runs more sequences (default 40 of up to 30 steps).
+``VECMEM_PROPERTY_EXAMPLES`` runs more sequences (default 30 of up to 30 steps).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ USERS = ("alice", "bob", "carol")
 SESSIONS = ("s1", "s2")
 IDS = tuple(f"m{i}" for i in range(8))  # shared by every user: a leak across users would show as a wrong id
 WORDS = ("tea", "coffee", "python", "rust", "otter", "heron", "budget", "editor")
-EXAMPLES = int(os.environ.get("VECMEM_PROPERTY_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("VECMEM_PROPERTY_EXAMPLES", "30"))
 
 
 @dataclass
