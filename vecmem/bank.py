@@ -25,6 +25,7 @@ from .errors import InvalidInputError, NotFoundError, VecmemError
 from .access import AccessStats
 from .changes import ChangeFeed
 from .doctor import DoctorReport, examine
+from .hygiene import PruneCandidate, plan
 from .lock import StoreLock
 from .lexical import memory_tokens
 from .models import (
@@ -134,9 +135,11 @@ class MemoryBank:
         memory_id: str | None = None,
         created_at: datetime | None = None,
         context: str = "",
+        status: str = "live",
     ) -> MemoryRecord:
         """Store one memory and return it. ``context`` is text the memory should also be found by (keyword
-        search only; never shown to the model), such as the conversation turns around it.
+        search only; never shown to the model), such as the conversation turns around it. ``status="pending"``
+        puts it in the review queue instead of retrieval (hygiene.py).
 
         Adding the same statement (same user, scope and normalised text) again returns the stored memory
         unchanged, superseded or not; ``memory_id`` reused for different content is refused.
@@ -155,6 +158,7 @@ class MemoryBank:
             confidence=confidence,
             user_id=user,
             context=context,
+            status=status,
         )
         with self._lock:
             existing = self._store.get(user, [record.id]).get(record.id)
@@ -163,6 +167,7 @@ class MemoryBank:
                     raise InvalidInputError("id", f"{record.id} is already used by another memory; use update()")
                 return self._access.apply([existing])[0]
             self._write([record], new=True)
+            self._apply_caps([user])
         return record
 
     def add_records(
@@ -196,6 +201,7 @@ class MemoryBank:
                 added += self._store_embedded(*waiting, new=not overwrite)
         if progress is not None:
             progress(handled)
+        self._apply_caps(sorted({user for user, _ in scheduled}))
         return ImportReport(added=added, skipped=skipped)
 
     def _unseen(
@@ -365,13 +371,18 @@ class MemoryBank:
         types: Iterable[str] | None = None,
         include_superseded: bool = False,
         limit: int | None = None,
+        statuses: Iterable[str] = ("live",),
     ) -> list[MemoryRecord]:
-        """Memories of a user, newest first. With ``session_id``: what that session sees (global + its own)."""
+        """Memories of a user, newest first. With ``session_id``: what that session sees (global + its own).
+        ``statuses``: live (the default), archived (by the forgetting policy), pending (the review queue)."""
+        if isinstance(statuses, str) or not isinstance(statuses, Iterable):
+            raise InvalidInputError("statuses", f"must be a list of statuses, got {statuses!r}")
         memory_filter = MemoryFilter(
             session_id=session_id,
             all_sessions=session_id is None,
             types=_type_set(types),
             include_superseded=include_superseded,
+            statuses=frozenset(statuses),
         )
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidInputError("limit", f"must be a positive integer, got {limit!r}")
@@ -491,11 +502,15 @@ class MemoryBank:
         users = every_user if user_id is None else [self._user(user_id)]
         by_type = dict.fromkeys(MEMORY_TYPES, 0)
         by_scope: dict[str, int] = {}
-        count = superseded = 0
+        count = superseded = archived = pending = live = 0
         for user in users:
-            for record in self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True)):
+            for record in self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True,
+                                                              statuses=None)):
                 count += 1
                 superseded += record.superseded
+                archived += record.status == "archived"
+                pending += record.status == "pending"
+                live += record.retrievable
                 by_type[record.type] += 1
                 scope = GLOBAL_SCOPE if record.scope == GLOBAL_SCOPE else "session"
                 by_scope[scope] = by_scope.get(scope, 0) + 1
@@ -503,7 +518,7 @@ class MemoryBank:
         return StoreStats(
             user_id=None if user_id is None else users[0],
             count=count,
-            live=count - superseded,
+            live=live,
             superseded=superseded,
             by_type=by_type,
             by_scope=by_scope,
@@ -511,13 +526,15 @@ class MemoryBank:
             embed_model=stored[0] if stored else self.embedder.name,
             embed_dim=stored[1] if stored else 0,
             location=self.location,
+            archived=archived,
+            pending=pending,
         )
 
     def export(self, *, user_id: str | None = None) -> Iterator[MemoryRecord]:
         """Every memory (superseded ones included) of one user, or of every user when ``user_id`` is None."""
         users = self.users() if user_id is None else [self._user(user_id)]
         for user in users:
-            records = self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True))
+            records = self._store.scan(user, MemoryFilter(all_sessions=True, include_superseded=True, statuses=None))
             yield from self._access.apply(sorted(records, key=lambda r: (r.created_at, r.id)))
 
     def import_jsonl(
@@ -564,6 +581,68 @@ class MemoryBank:
                 raise InvalidInputError("content", "must be a string")
             data = {**data, "id": content_id(data["user_id"], scope, content)}
         return MemoryRecord.from_dict(data, created_at=self._clock())
+
+    # ------------------------------------------------------------------------------------------ hygiene
+
+    def prune(self, *, user_id: str | None = None, dry_run: bool = False) -> list[PruneCandidate]:
+        """Apply the forgetting policy (hygiene.py) to one user, or to every user when ``user_id`` is None:
+        archive what it selects, or with ``dry_run`` only say what and why. Returns the candidates."""
+        users = self.users() if user_id is None else [self._user(user_id)]
+        chosen: list[PruneCandidate] = []
+        with self._lock:
+            for user in users:
+                records = self._access.apply(list(self._store.scan(user, MemoryFilter(all_sessions=True))))
+                picked = plan(records, self._clock(), self.settings)
+                if picked and not dry_run:
+                    self._rewrite_fields(user, [c.record.with_changes(status="archived") for c in picked])
+                chosen.extend(picked)
+        return chosen
+
+    def _apply_caps(self, users: Iterable[str]) -> None:
+        """After a write: archive past a configured cap (checked on the in-memory catalogue first, so a write
+        under the cap costs nothing)."""
+        if not (self.settings.cap_per_user or self.settings.cap_per_session):
+            return
+        for user in users:
+            if self.settings.cap_per_session or self._retriever.keyword_index(user).view(
+                    MemoryFilter(all_sessions=True)).count > self.settings.cap_per_user:
+                self.prune(user_id=user)
+
+    def unarchive(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        """Bring an archived memory back into retrieval."""
+        return self._set_status(memory_id, user_id, frm="archived", to="live")
+
+    def review_queue(self, *, user_id: str | None = None) -> list[MemoryRecord]:
+        """Extracted memories waiting for approval, oldest first."""
+        records = self._store.scan(self._user(user_id), MemoryFilter(all_sessions=True, statuses={"pending"}))
+        return self._access.apply(sorted(records, key=lambda r: (r.created_at, r.id)))
+
+    def approve(self, memory_id: str, *, user_id: str | None = None, content: str | None = None) -> MemoryRecord:
+        """Let a pending memory into retrieval (source and confidence kept); ``content`` corrects it first."""
+        with self._lock:
+            if content is not None:
+                self._require_status(memory_id, user_id, "pending")
+                self.update(memory_id, user_id=user_id, content=content)
+            return self._set_status(memory_id, user_id, frm="pending", to="live")
+
+    def reject(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
+        """Delete a pending memory for good."""
+        with self._lock:
+            self._require_status(memory_id, user_id, "pending")
+            return self.forget(memory_id, user_id=user_id)
+
+    def _require_status(self, memory_id: str, user_id: str | None, status: str) -> MemoryRecord:
+        record = self._get(memory_id, user_id=user_id)
+        if record.status != status:
+            raise InvalidInputError("id", f"{record.id} is {record.status}, not {status}")
+        return record
+
+    def _set_status(self, memory_id: str, user_id: str | None, *, frm: str, to: str) -> MemoryRecord:
+        with self._lock:
+            record = self._require_status(memory_id, user_id, frm)
+            changed = record.with_changes(status=to)
+            self._rewrite_fields(record.user_id, [changed])
+        return changed
 
     def doctor(self, *, repair: bool = False) -> DoctorReport:
         """Examine the store (counts per user and type, unreadable rows, misplaced copies, dangling or cyclic

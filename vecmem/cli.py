@@ -110,6 +110,8 @@ def _build_parser() -> _Parser:
     listing.add_argument("--session", help="what this session sees: global memories plus its own")
     listing.add_argument("--type", action="append", dest="types", help="repeatable or comma-separated")
     listing.add_argument("--include-superseded", action="store_true")
+    listing.add_argument("--archived", action="store_true", help="the memories the forgetting policy archived")
+    listing.add_argument("--pending", action="store_true", help="the review queue")
     listing.add_argument("--limit", type=_positive_int)
     listing.add_argument("--json", action="store_true")
 
@@ -147,6 +149,18 @@ def _build_parser() -> _Parser:
 
     command("reindex", "re-embed every memory with the configured embedding model")
 
+    prune = command("prune", "archive what the forgetting policy selects (VECMEM_PRUNE_THRESHOLD, VECMEM_CAP_*)")
+    prune.add_argument("--dry-run", action="store_true", help="only list what would be archived, and why")
+    prune.add_argument("--json", action="store_true")
+
+    command("review", "go through the review queue: approve, edit, reject or skip each pending memory")
+    approve = command("approve", "let a pending memory into retrieval")
+    approve.add_argument("memory_ids", metavar="ID", nargs="+")
+    reject = command("reject", "delete a pending memory for good")
+    reject.add_argument("memory_ids", metavar="ID", nargs="+")
+    unarchive = command("unarchive", "bring an archived memory back into retrieval")
+    unarchive.add_argument("memory_ids", metavar="ID", nargs="+")
+
     serve = command("serve", "the HTTP API (JSON; OpenAPI at /openapi.json)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=_positive_int, default=8765)
@@ -167,6 +181,7 @@ def main(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     bank_factory: BankFactory | None = None,
+    stdin: TextIO | None = None,
 ) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
@@ -175,7 +190,7 @@ def main(
         if args.command is None:
             _build_parser().print_help(out)
             return EXIT_USAGE
-        return _Commands(args, out, err, bank_factory).run()
+        return _Commands(args, out, err, bank_factory, stdin or sys.stdin).run()
     except UsageError as exc:
         print(f"vecmem: error: {exc}", file=err)
         return EXIT_USAGE
@@ -192,10 +207,12 @@ def main(
 class _Commands:
     """One method per sub-command; each returns an exit code."""
 
-    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO, bank_factory: BankFactory | None):
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO, bank_factory: BankFactory | None,
+                 stdin: TextIO) -> None:
         self.args = args
         self.out = out
         self.err = err
+        self.stdin = stdin
         self._bank_factory = bank_factory
 
     def run(self) -> int:
@@ -268,6 +285,7 @@ class _Commands:
             types=_types(a.types),
             include_superseded=a.include_superseded,
             limit=a.limit,
+            statuses=[s for s, wanted in (("archived", a.archived), ("pending", a.pending)) if wanted] or ["live"],
         )
         if a.json:
             self.emit_json([record.to_dict() for record in records])
@@ -383,6 +401,57 @@ class _Commands:
         print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embedder.name}", file=self.out)
         return EXIT_OK
 
+
+    def cmd_prune(self) -> int:
+        candidates = self.bank().prune(user_id=self.user, dry_run=self.args.dry_run)
+        if self.args.json:
+            self.emit_json([candidate.to_dict() for candidate in candidates])
+            return EXIT_OK
+        verb = "would archive" if self.args.dry_run else "archived"
+        for candidate in candidates:
+            print(f"{verb} {candidate.record.id} [{candidate.record.type}, {candidate.record.scope}] "
+                  f"{candidate.record.content!r}: {candidate.reason}", file=self.out)
+        print(f"{len(candidates)} memories {verb}" + (" (nothing changed)" if self.args.dry_run else ""),
+              file=self.out)
+        return EXIT_OK
+
+    def cmd_review(self) -> int:
+        bank = self.bank()
+        queue = bank.review_queue(user_id=self.user)
+        if not queue:
+            print("the review queue is empty", file=self.out)
+        for record in queue:
+            print(f"{record.id} [{record.type}, {record.scope}, confidence {record.confidence:.2f}] "
+                  f"{record.content}", file=self.out)
+            print("[a]pprove, [e]dit, [r]eject, [s]kip? ", end="", file=self.out, flush=True)
+            choice = self.stdin.readline().strip().lower()[:1]
+            if choice == "a":
+                bank.approve(record.id, user_id=self.user)
+            elif choice == "e":
+                print("corrected text: ", end="", file=self.out, flush=True)
+                bank.approve(record.id, user_id=self.user, content=self.stdin.readline().strip())
+            elif choice == "r":
+                bank.reject(record.id, user_id=self.user)
+            elif choice in ("s", ""):
+                continue
+            else:
+                raise UsageError(f"answer a, e, r or s, got {choice!r}")
+        return EXIT_OK
+
+    def cmd_approve(self) -> int:
+        return self._each(self.bank().approve, "approved")
+
+    def cmd_reject(self) -> int:
+        return self._each(self.bank().reject, "rejected")
+
+    def cmd_unarchive(self) -> int:
+        return self._each(self.bank().unarchive, "back in retrieval")
+
+    def _each(self, action: Any, done: str) -> int:
+        for memory_id in self.args.memory_ids:
+            record = action(memory_id, user_id=self.user)
+            print(f"{done}: {record.id} {record.content!r}", file=self.out)
+        return EXIT_OK
 
     def cmd_serve(self) -> int:
         from .server import check_binding, create_app  # fastapi and uvicorn only for this command

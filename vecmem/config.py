@@ -56,6 +56,11 @@ ENV_VARS = {
     "search_mode": "VECMEM_SEARCH_MODE",
     "dense_weight": "VECMEM_DENSE_WEIGHT",
     "index_check_seconds": "VECMEM_INDEX_CHECK_SECONDS",
+    "prune_threshold": "VECMEM_PRUNE_THRESHOLD",
+    "cap_per_user": "VECMEM_CAP_PER_USER",
+    "cap_per_session": "VECMEM_CAP_PER_SESSION",
+    "review_queue": "VECMEM_REVIEW_QUEUE",
+    "review_confidence": "VECMEM_REVIEW_CONFIDENCE",
     "api_token": "VECMEM_API_TOKEN",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
@@ -154,6 +159,12 @@ class Settings:
     gate_min_chars: int = 6
     type_routing: bool = True
     cold_start: bool = True
+    # --- memory hygiene (hygiene.py): off unless set, nothing is archived by surprise
+    prune_threshold: float = 0.0  # archive memories whose retention falls below this (0: never by threshold)
+    cap_per_user: int = 0  # live memories a user keeps at most; the least valuable past it are archived (0: no cap)
+    cap_per_session: int = 0  # the same for each session's own memories (0: no cap)
+    review_queue: bool = True  # extracted memories below review_confidence wait for a person's approval
+    review_confidence: float = 0.5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
@@ -182,6 +193,10 @@ class Settings:
         if not isinstance(self.dense_weight, (int, float)) or not 0.0 <= self.dense_weight <= 1.0:
             raise ConfigError(f"{_label('dense_weight')} must be between 0 and 1, got {self.dense_weight!r}")
         _check_non_negative("index_check_seconds", self.index_check_seconds)
+        for name in ("prune_threshold", "cap_per_user", "cap_per_session", "review_confidence"):
+            _check_non_negative(name, getattr(self, name))
+        if self.prune_threshold > 1 or self.review_confidence > 1:
+            raise ConfigError("VECMEM_PRUNE_THRESHOLD and VECMEM_REVIEW_CONFIDENCE must lie between 0 and 1")
         if not 0.0 <= self.supersede_threshold <= 1.0:
             raise ConfigError(f"{_label('supersede_threshold')} must be between 0 and 1, got {self.supersede_threshold!r}")
         if self.openai_base_url is not None:
@@ -259,6 +274,11 @@ class Settings:
             gate_min_chars=reader.number("VECMEM_GATE_MIN_CHARS", int, 6),
             type_routing=reader.flag("VECMEM_TYPE_ROUTING", True),
             cold_start=reader.flag("VECMEM_COLD_START", True),
+            prune_threshold=reader.number("VECMEM_PRUNE_THRESHOLD", float, 0.0),
+            cap_per_user=reader.number("VECMEM_CAP_PER_USER", int, 0),
+            cap_per_session=reader.number("VECMEM_CAP_PER_SESSION", int, 0),
+            review_queue=reader.flag("VECMEM_REVIEW_QUEUE", True),
+            review_confidence=reader.number("VECMEM_REVIEW_CONFIDENCE", float, 0.5),
         )
 
 

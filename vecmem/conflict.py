@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from . import rules
 from .bank import MemoryBank
 from .extract import Candidate
+from .hygiene import needs_review
 from .models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash
 
 __all__ = ["Resolution", "ConflictResolver", "Written"]
@@ -94,6 +95,7 @@ class ConflictResolver:
         """Store the candidate as resolved. Re-stating a superseded memory restores it."""
         if resolution.action == "NONE":
             return Written("NONE", None, None, resolution.reason)
+        pending = needs_review(candidate.confidence, self.bank.settings)
         record = self.bank.add(
             candidate.content,
             user_id=user_id,
@@ -104,7 +106,10 @@ class ConflictResolver:
             source="extracted",
             confidence=candidate.confidence,
             context=candidate.context,
+            status="pending" if pending else "live",
         )
+        if pending:  # it waits for a person; replacing what it contradicts waits with it
+            return Written("ADD", record, None, resolution.reason + "; below the review confidence: pending")
         if record.superseded:  # the user says again what a newer memory had replaced: it is current again
             record = self.bank.restore(record.id, user_id=user_id)
         replaced = resolution.target if resolution.action == "UPDATE" else None
