@@ -26,6 +26,7 @@ from .access import AccessStats
 from .changes import ChangeFeed
 from .doctor import DoctorReport, examine
 from .hygiene import PruneCandidate, plan
+from .hygiene import active as policy_active
 from .lock import StoreLock
 from .lexical import memory_tokens
 from .models import (
@@ -586,7 +587,10 @@ class MemoryBank:
 
     def prune(self, *, user_id: str | None = None, dry_run: bool = False) -> list[PruneCandidate]:
         """Apply the forgetting policy (hygiene.py) to one user, or to every user when ``user_id`` is None:
-        archive what it selects, or with ``dry_run`` only say what and why. Returns the candidates."""
+        archive what it selects, or with ``dry_run`` only say what and why. Returns the candidates (none when
+        no part of the policy is configured: nothing is read then)."""
+        if not policy_active(self.settings):
+            return []
         users = self.users() if user_id is None else [self._user(user_id)]
         chosen: list[PruneCandidate] = []
         with self._lock:

@@ -35,6 +35,7 @@ HELP = """Commands:
   /stats              counts, summaries and the memory hit rate of this session
   /prompt             the last assembled prompt, with each section's token count
   /log                the write gate's recent decisions and their reasons
+  /review             the review queue (uncertain extractions)   /review approve ID [TEXT]   /review reject ID
   /help               this text        /quit   leave (Ctrl-D works too)"""
 
 _UNSET: Any = object()
@@ -50,6 +51,7 @@ class ChatRepl:
             "memories": self.cmd_memories, "forget": self.cmd_forget, "edit": self.cmd_edit,
             "history": self.cmd_history, "restore": self.cmd_restore, "session": self.cmd_session,
             "task": self.cmd_task, "stats": self.cmd_stats, "prompt": self.cmd_prompt, "log": self.cmd_log,
+            "review": self.cmd_review,
             "help": lambda _rest: self.say(HELP),
         }
 
@@ -103,6 +105,7 @@ class ChatRepl:
 
     def _warm_up(self) -> None:
         try:
+            self.agent.bank.prune(user_id=self.agent.user_id)  # the forgetting policy, once a chat (off by default)
             self.agent.bank.warm_up(user_id=self.agent.user_id)
         except VecmemError:
             pass  # the first turn raises the same error, and run() reports it there
@@ -171,6 +174,26 @@ class ChatRepl:
     def cmd_restore(self, memory_id: str) -> None:
         record = self.agent.bank.restore(memory_id, user_id=self.agent.user_id)
         self.say(f"restored {record.id}: {record.content}")
+
+    def cmd_review(self, rest: str) -> None:
+        bank, user = self.agent.bank, self.agent.user_id
+        action, _, rest = rest.partition(" ")
+        memory_id, _, text = rest.strip().partition(" ")
+        if action == "approve" and memory_id:
+            record = bank.approve(memory_id, user_id=user, content=text.strip() or None)
+            self.say(f"approved {record.id}: {record.content}")
+        elif action == "reject" and memory_id:
+            record = bank.reject(memory_id, user_id=user)
+            self.say(f"rejected {record.id}: {record.content}")
+        elif action:
+            self.error("use /review, /review approve ID [TEXT] or /review reject ID")
+        else:
+            queue = bank.review_queue(user_id=user)
+            if not queue:
+                self.say("the review queue is empty")
+            for record in queue:
+                self.say(f"{record.id}  confidence {record.confidence:.2f}  [{record.type}, {record.scope}] "
+                         f"{record.content}")
 
     def cmd_session(self, name: str) -> None:
         self.agent.switch_session(name)

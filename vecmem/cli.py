@@ -403,7 +403,13 @@ class _Commands:
 
 
     def cmd_prune(self) -> int:
-        candidates = self.bank().prune(user_id=self.user, dry_run=self.args.dry_run)
+        bank = self.bank()
+        candidates = bank.prune(user_id=self.user, dry_run=self.args.dry_run)
+        if not candidates and not self.args.json and not (bank.settings.prune_threshold or bank.settings.cap_per_user
+                                                          or bank.settings.cap_per_session):
+            print("the forgetting policy is off: set VECMEM_PRUNE_THRESHOLD, VECMEM_CAP_PER_USER or "
+                  "VECMEM_CAP_PER_SESSION", file=self.out)
+            return EXIT_OK
         if self.args.json:
             self.emit_json([candidate.to_dict() for candidate in candidates])
             return EXIT_OK

@@ -32,7 +32,7 @@ from .config import Settings
 from .models import GLOBAL_SCOPE, MemoryRecord
 from .rank import freshness, weight
 
-__all__ = ["PruneCandidate", "retention", "protected", "plan", "needs_review"]
+__all__ = ["PruneCandidate", "retention", "protected", "plan", "active", "needs_review"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,11 @@ def retention(record: MemoryRecord, now: datetime, decay_per_day: float) -> floa
 def protected(record: MemoryRecord) -> bool:
     """An explicit preference or instruction (importance 1.0) is never archived automatically."""
     return record.importance >= 1.0 and record.type in ("preference", "instruction")
+
+
+def active(settings: Settings) -> bool:
+    """Whether any part of the forgetting policy is configured."""
+    return settings.prune_threshold > 0 or settings.cap_per_user > 0 or settings.cap_per_session > 0
 
 
 def needs_review(confidence: float, settings: Settings) -> bool:

@@ -70,6 +70,10 @@ class Supersession(_Body):
     new_id: Any
 
 
+class Approval(_Body):
+    content: Any = None  # a correction of the text before it enters retrieval
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -137,9 +141,12 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
     @app.get("/memories", dependencies=guarded)
     def list_memories(user: str | None = None, session: str | None = None,
                       type: list[str] | None = Query(default=None),  # noqa: A002 - the API's own word
-                      include_superseded: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
+                      include_superseded: bool = False, limit: int | None = None,
+                      status: list[str] | None = Query(default=None)) -> list[dict[str, Any]]:
+        """Live memories unless ``status`` (repeatable: live, archived, pending) says otherwise."""
         records = bank.list_memories(user_id=user, session_id=session, types=type,
-                                     include_superseded=include_superseded, limit=limit)
+                                     include_superseded=include_superseded, limit=limit,
+                                     statuses=status or ["live"])
         return [record.to_dict() for record in records]
 
     @app.get("/memories/{memory_id}", dependencies=guarded)
@@ -167,6 +174,29 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
     @app.post("/memories/{memory_id}/restore", dependencies=guarded)
     def restore(memory_id: str, user: str | None = None) -> dict[str, Any]:
         return bank.restore(memory_id, user_id=user).to_dict()
+
+    @app.get("/review", dependencies=guarded)
+    def review_queue(user: str | None = None) -> list[dict[str, Any]]:
+        """Extracted memories waiting for approval, oldest first."""
+        return [record.to_dict() for record in bank.review_queue(user_id=user)]
+
+    @app.post("/memories/{memory_id}/approve", dependencies=guarded)
+    def approve(memory_id: str, approval: Approval | None = None, user: str | None = None) -> dict[str, Any]:
+        content = None if approval is None else approval.content
+        return bank.approve(memory_id, user_id=user, content=content).to_dict()
+
+    @app.post("/memories/{memory_id}/reject", dependencies=guarded)
+    def reject(memory_id: str, user: str | None = None) -> dict[str, Any]:
+        return bank.reject(memory_id, user_id=user).to_dict()
+
+    @app.post("/memories/{memory_id}/unarchive", dependencies=guarded)
+    def unarchive(memory_id: str, user: str | None = None) -> dict[str, Any]:
+        return bank.unarchive(memory_id, user_id=user).to_dict()
+
+    @app.post("/prune", dependencies=guarded)
+    def prune(user: str | None = None, dry_run: bool = False) -> list[dict[str, Any]]:
+        """Apply the forgetting policy (or, with ``dry_run``, say what it would archive and why)."""
+        return [candidate.to_dict() for candidate in bank.prune(user_id=user, dry_run=dry_run)]
 
     @app.post("/search", dependencies=guarded)
     def search(request: SearchRequest, user: str | None = None) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The memory panel end to end in headless Chromium (Debian's chromium and chromium-driver, which the Makefile
 installs), driven by selenium: add a memory, search it, edit it, see its supersession chain and restore, forget
-it; a screenshot of the page with real memories is saved to artifacts/panel.png."""
+it, approve a memory from the review queue; a screenshot of the page with real memories is saved to
+artifacts/panel.png."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def browser():
 def test_add_search_edit_chain_restore_forget_in_a_real_browser(served, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ready
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from selenium.common.exceptions import StaleElementReferenceException
 
@@ -117,6 +118,13 @@ def test_add_search_edit_chain_restore_forget_in_a_real_browser(served, browser)
     wait.until(lambda _: not bank.get(old.id).superseded)
     assert bank.get(new.id).superseded_by == old.id
     row_of("memories", "works in TypeScript")
+
+    pending = bank.add("The user maybe plays the cello", source="extracted", confidence=0.2, status="pending")
+    Select(browser.find_element(By.ID, "status")).select_by_value("pending")
+    press("memories", "plays the cello", "approve")
+    wait.until(lambda _: bank.get(pending.id).status == "live")
+    Select(browser.find_element(By.ID, "status")).select_by_value("live")
+    row_of("memories", "plays the cello")
 
     browser.find_element(By.ID, "session").send_keys("work")
     browser.find_element(By.ID, "refresh").click()

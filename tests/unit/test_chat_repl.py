@@ -97,3 +97,13 @@ def test_bad_session_name_is_one_line(bank):
 def test_command_mistakes_are_one_line(bank, line):
     code, out, err = run_chat(bank, [line])
     assert code == 0 and err.count("\n") == 1 and err.startswith("vecmem: error:")
+
+
+def test_review_in_the_chat(bank):
+    pending = bank.add("The user maybe collects stamps", source="extracted", confidence=0.2, status="pending")
+    other = bank.add("The user maybe sails", source="extracted", confidence=0.2, status="pending")
+    _, out, err = run_chat(bank, ["/review", f"/review approve {pending.id} The user collects stamps",
+                                  f"/review reject {other.id}", "/review", "/review frobnicate"])
+    assert "maybe collects stamps" in out and "approved" in out and "rejected" in out
+    assert "the review queue is empty" in out and err.count("\n") == 1 and "/review approve ID" in err
+    assert bank.get(pending.id).status == "live" and bank.get(pending.id).content == "The user collects stamps"

@@ -98,3 +98,21 @@ def test_stats_carry_the_chats_hit_rate(api, bank):
     sessions.record_hits("default", "s2", injected=4, used=3)
     assert api.get("/stats").json()["hits"] == {"injected": 8, "used": 4, "rate": 0.5}
     assert api.get("/stats", params={"user": "bob"}).json()["hits"]["rate"] is None
+
+
+def test_review_queue_prune_and_unarchive_over_http(bank):
+    from dataclasses import replace
+
+    bank.settings = replace(bank.settings, cap_per_user=1)  # the policy as the server's process would have it
+    api = TestClient(create_app(bank))
+    waiting = bank.add("The user maybe keeps bees", source="extracted", confidence=0.2, status="pending")
+    doubtful = bank.add("The user maybe sails", source="extracted", confidence=0.2, status="pending")
+    assert {r["id"] for r in api.get("/review").json()} == {waiting.id, doubtful.id}
+    assert api.post(f"/memories/{waiting.id}/approve", json={"content": "The user keeps bees"}).json()["status"] == "live"
+    assert api.post(f"/memories/{doubtful.id}/reject").status_code == 200
+    assert api.post(f"/memories/{waiting.id}/reject").status_code == 422  # not pending any more
+    api.post("/memories", json={"content": "The user likes tea", "importance": 0.9})
+    archived = api.get("/memories", params={"status": "archived"}).json()
+    assert [r["content"] for r in archived] == ["The user keeps bees"]  # over the cap of 1: the lower retention
+    assert api.post(f"/memories/{archived[0]['id']}/unarchive").json()["status"] == "live"
+    assert len(api.post("/prune", params={"dry_run": "true"}).json()) == 1
