@@ -131,62 +131,45 @@ class ChangeFeed:
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def head(self) -> int:
-        """The newest row's number: a reader that copies the store after reading it misses nothing later."""
+    def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:
         with self._lock:
             try:
-                return int(self._db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0)
+                return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"change feed {self.path}: {exc}") from exc
 
+    def head(self) -> int:
+        """The newest row's number: a reader that copies the store after reading it misses nothing later."""
+        return int(self._rows("SELECT max(seq) FROM changes")[0][0] or 0)
+
     def others_wrote(self, user_id: str, since: int) -> bool:
         """Whether another writer touched the user's memories after row ``since``."""
-        with self._lock:
-            try:
-                row = self._db.execute(
-                    "SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
-                    (user_id, since, self.writer),
-                ).fetchone()
-            except sqlite3.Error as exc:
-                raise StoreError(f"change feed {self.path}: {exc}") from exc
-        return row is not None
+        return bool(self._rows("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
+                               (user_id, since, self.writer)))
 
     def unsettled(self, user_id: str, up_to: int) -> dict[str, int]:
         """{memory id: writes begun and not ended} among the rows up to ``up_to``: writes in flight when a
         reader copies the store, or whose writer died."""
         open_writes: dict[str, int] = {}
-        with self._lock:
-            try:
-                rows = self._db.execute(
-                    "SELECT memory_id, phase FROM changes WHERE user_id = ? AND seq <= ? ORDER BY seq",
-                    (user_id, up_to),
-                ).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"change feed {self.path}: {exc}") from exc
-        for memory_id, phase in rows:
+        for memory_id, phase in self._rows(
+            "SELECT memory_id, phase FROM changes WHERE user_id = ? AND seq <= ? ORDER BY seq", (user_id, up_to)
+        ):
             _settle(open_writes, memory_id, +1 if phase == _BEGIN else -1)
         return open_writes
 
     def since(self, user_id: str, seen: int) -> Changes:
         """Other writers' changes to the user's memories after row ``seen``. This reader's own finished
         writes are left out (the bank applied them to its copy itself); its failed ones are not."""
-        with self._lock:
-            try:
-                if seen < self._pruned_through():
-                    return Changes(seen=self._head_locked(), rebuild=True)
-                rows = self._db.execute(
-                    "SELECT seq, memory_id, writer, phase FROM changes WHERE user_id = ? AND seq > ? ORDER BY seq",
-                    (user_id, seen),
-                ).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"change feed {self.path}: {exc}") from exc
+        pruned = self._rows("SELECT value FROM feed WHERE key = 'pruned_through'")
+        if pruned and seen < int(pruned[0][0]):
+            return Changes(seen=self.head(), rebuild=True)
+        rows = self._rows("SELECT seq, memory_id, writer, phase FROM changes WHERE user_id = ? AND seq > ? "
+                          "ORDER BY seq", (user_id, seen))
         changes = Changes(seen=rows[-1][0] if rows else seen)
         for _, memory_id, writer, phase in rows:
             if memory_id == RESET:
                 changes.rebuild = True
-            elif writer == self.writer and phase == _DONE:
-                continue
-            elif writer == self.writer and phase == _BEGIN:
+            elif writer == self.writer and phase in (_DONE, _BEGIN):
                 continue
             elif phase == _BEGIN:
                 changes.begun.append(memory_id)
@@ -195,9 +178,6 @@ class ChangeFeed:
                 if writer != self.writer:
                     changes.ended.append(memory_id)
         return changes
-
-    def _head_locked(self) -> int:
-        return int(self._db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0)
 
     def close(self) -> None:
         with self._lock:
