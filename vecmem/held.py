@@ -3,7 +3,7 @@
 A search compares the query with the vectors of the keyword side's candidates that the dense side did not
 find. Reading them from Chroma costs 2 to 5 ms a search at 100,000 memories (one read per type collection, on
 cores the query embedding needs at the same moment); from memory, microseconds. Measured with the bench's
-queries at 100,000 memories: search p50 20.3 -> 18.3 ms, p95 25.3 -> 23.0 ms.
+queries at 100,000 memories: search p50 20.3 -> 18.3 ms, p95 25.3 -> 23.0 ms (same run, same machine state).
 
 Long-running processes ask for them (``MemoryBank.warm_up``: the chat, the bench); a one-off command does not.
 They are loaded in a background thread (7 s at 100,000 memories), only on an embedded store (whose change feed
