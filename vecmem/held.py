@@ -37,8 +37,7 @@ class HeldVectors:
         self._free: list[int] = []
         self._used = 0  # rows of the matrix handed out so far
         self._lock = threading.Lock()
-        self.complete = False  # every stored vector has been loaded
-        self.abandoned = False  # the loader stopped (an error, a user too big, a replaced copy)
+        self.complete = False  # every stored vector has been loaded (a loader that stopped leaves it False)
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -222,12 +222,10 @@ class Retriever:
         try:
             for ids, matrix in self.store.scan_vectors(user):
                 if self._stopping.is_set() or self._copies.get(user) is not copy:  # closing, or a new copy
-                    copy.vectors.abandoned = True
                     return
                 copy.vectors.put(ids, matrix, unless_held=True)
             copy.vectors.complete = True
         except Exception as exc:  # the vectors are an optimisation: a failure leaves searches reading Chroma
-            copy.vectors.abandoned = True
             log.warning("could not hold the vectors of user %r in memory: %s", user, exc)
         finally:
             copy.loaded.set()
