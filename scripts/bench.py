@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vecmem import MemoryBank, MemoryRecord, SentenceTransformerEmbedder, Settings, VecmemError
-from vecmem.store import ChromaStore
+from vecmem.storage.chroma import ChromaStore
 
 TOPICS = [
     "Python", "Rust", "TypeScript", "Go", "Kubernetes", "PostgreSQL", "Redis", "React", "Django", "pandas",
@@ -304,7 +304,7 @@ def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home
         from mem0 import Memory
     except ImportError:
         return {"skipped": "mem0ai is not installed (`make bench-mem0` installs it and runs this comparison)"}
-    from vecmem.embed import resolve_model_location
+    from vecmem.retrieval.embedders import resolve_model_location
 
     memory = Memory.from_config({
         "embedder": {"provider": "huggingface",

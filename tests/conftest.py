@@ -188,8 +188,8 @@ class ScriptedModel:
 @pytest.fixture
 def make_agent(make_bank, settings, tmp_path):
     """A MemoryAgent on the test's store and session file; keyword arguments change the settings."""
-    from vecmem.agent import MemoryAgent
-    from vecmem.session import SessionStore
+    from vecmem.agent.memory_agent import MemoryAgent
+    from vecmem.storage.sessions import SessionStore
 
     def factory(model=None, session="s1", user=None, bank=None, **changes) -> "MemoryAgent":
         bank = bank or make_bank(settings=settings.with_changes(**changes))

@@ -4,14 +4,14 @@ Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blen
 importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
 """
 
-from .agent import MemoryAgent, TurnResult
-from .bank import MemoryBank, content_id
-from .budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
-from .config import BudgetShares, RankWeights, Settings
-from .embed import Embedder, SentenceTransformerEmbedder
-from .gate import GateDecision
-from .llm import ChatModel, OpenAIChatModel
-from .errors import (
+from vecmem.agent.memory_agent import MemoryAgent, TurnResult
+from vecmem.bank import MemoryBank, content_id
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
+from vecmem.config import BudgetShares, RankWeights, Settings
+from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
+from vecmem.agent.gate import GateDecision
+from vecmem.agent.llm import ChatModel, OpenAIChatModel
+from vecmem.errors import (
     BudgetError,
     ConfigError,
     EmbeddingError,
@@ -23,7 +23,7 @@ from .errors import (
     StoreError,
     VecmemError,
 )
-from .models import (
+from vecmem.models import (
     MEMORY_TYPES,
     SOURCES,
     Hit,
@@ -34,7 +34,7 @@ from .models import (
     StoreStats,
     Turn,
 )
-from .session import SessionStore, Task
+from vecmem.storage.sessions import SessionStore, Task
 
 __version__ = "0.1.0"
 

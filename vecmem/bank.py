@@ -18,18 +18,18 @@ from datetime import datetime, timezone
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from .budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
-from .config import Settings
-from .embed import Embedder, SentenceTransformerEmbedder
-from .errors import InvalidInputError, NotFoundError, VecmemError
-from .access import AccessStats
-from .changes import ChangeFeed
-from .doctor import DoctorReport, examine
-from .hygiene import PruneCandidate, plan
-from .hygiene import active as policy_active
-from .lock import StoreLock
-from .lexical import memory_tokens
-from .models import (
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
+from vecmem.config import Settings
+from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
+from vecmem.errors import InvalidInputError, NotFoundError, VecmemError
+from vecmem.storage.access import AccessStats
+from vecmem.storage.changes import ChangeFeed
+from vecmem.maintenance.doctor import DoctorReport, examine
+from vecmem.maintenance.hygiene import PruneCandidate, plan
+from vecmem.maintenance.hygiene import active as policy_active
+from vecmem.storage.lock import StoreLock
+from vecmem.retrieval.keyword import memory_tokens
+from vecmem.models import (
     GLOBAL_SCOPE,
     MEMORY_TYPES,
     Hit,
@@ -43,8 +43,8 @@ from .models import (
     validate_identifier,
     validate_session_id,
 )
-from .retrieval import Retriever
-from .store import ChromaStore
+from vecmem.retrieval.retriever import Retriever
+from vecmem.storage.chroma import ChromaStore
 
 __all__ = ["MemoryBank", "content_id"]
 

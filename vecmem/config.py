@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 from urllib.parse import urlparse
 
-from .errors import ConfigError
+from vecmem.errors import ConfigError
 
 __all__ = ["Settings", "RankWeights", "BudgetShares", "DEFAULT_EMBED_MODEL", "SEARCH_MODES", "default_home"]
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from .errors import InvalidInputError
+from vecmem.errors import InvalidInputError
 
 __all__ = [
     "MEMORY_TYPES",

@@ -53,7 +53,7 @@ def other_model_dir(tmp_path_factory, real_embedder) -> Path:
 
 
 def real_embedder_location() -> str:
-    from vecmem.embed import resolve_model_location
+    from vecmem.retrieval.embedders import resolve_model_location
 
     return resolve_model_location("all-MiniLM-L6-v2")
 

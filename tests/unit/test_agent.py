@@ -7,8 +7,8 @@ import pytest
 
 from tests.conftest import ScriptedModel
 from vecmem import InvalidInputError, LLMError
-from vecmem.agent import TEMPLATES, memory_used
-from vecmem.rules import text_units
+from vecmem.agent.memory_agent import TEMPLATES, memory_used
+from vecmem.agent.rules import text_units
 
 FACTS = [
     "我是后端工程师，负责支付系统", "我住在杭州西湖区", "我的电脑是 MacBook Pro", "我每天早上跑步", "我养了一只猫叫年糕",
@@ -195,7 +195,7 @@ class TestRoutingAndRecall:
         assert agent.turn("推荐一本关于历史的书").types is None
 
     def test_routes_can_be_overridden_or_switched_off(self, make_agent, make_bank, settings):
-        from vecmem.agent import MemoryAgent
+        from vecmem.agent.memory_agent import MemoryAgent
 
         off = make_agent(type_routing=False)
         assert off.turn("帮我写一个 sleep 函数").types is None

@@ -272,9 +272,9 @@ class TestPersistenceAndModel:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
-        from vecmem.lexical import memory_tokens
-        from vecmem.rows import to_metadata
-        from vecmem.store import _user_key
+        from vecmem.retrieval.keyword import memory_tokens
+        from vecmem.storage.rows import to_metadata
+        from vecmem.storage.chroma import _user_key
 
         # write a user the way vecmem's first layout did: one collection holding every type
         embedder = FakeEmbedder()

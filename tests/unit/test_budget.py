@@ -2,7 +2,7 @@ import pytest
 import tiktoken
 
 from vecmem import BudgetError, BudgetShares, EstimatingCounter, MemoryRecord, TiktokenCounter, Turn
-from vecmem.budget import LONG_TERM_HEADER, TRUNCATION_MARKER, ContextAssembler
+from vecmem.retrieval.budget import LONG_TERM_HEADER, TRUNCATION_MARKER, ContextAssembler
 from vecmem.models import Hit
 
 

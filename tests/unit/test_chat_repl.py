@@ -5,7 +5,7 @@ import io
 import pytest
 
 from tests.conftest import ScriptedModel
-from vecmem.chat import main
+from vecmem.interfaces.chat import main
 
 
 def run_chat(bank, lines, *argv, model=None):

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import SEED_FILE, FakeEmbedder
 from vecmem import MemoryBank
-from vecmem.cli import main
+from vecmem.interfaces.cli import main
 
 
 @pytest.fixture
@@ -209,8 +209,8 @@ def test_history_and_restore_commands(run):
 
 
 def test_decisions_command_shows_the_gate_log(run, tmp_path, clock):
-    from vecmem.agent import MemoryAgent
-    from vecmem.session import SessionStore
+    from vecmem.agent.memory_agent import MemoryAgent
+    from vecmem.storage.sessions import SessionStore
     from vecmem import Settings
 
     settings = Settings.from_env()

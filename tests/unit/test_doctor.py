@@ -5,10 +5,10 @@ import json
 
 import numpy as np
 
-import vecmem.changes as changes_module
+import vecmem.storage.changes as changes_module
 from tests.conftest import FakeEmbedder
-from vecmem.cli import main as cli_main
-from vecmem.rows import to_metadata
+from vecmem.interfaces.cli import main as cli_main
+from vecmem.storage.rows import to_metadata
 
 
 def _kinds(report):

@@ -2,7 +2,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vecmem.embed import canonical_model_name, resolve_model_location
+from vecmem.retrieval.embedders import canonical_model_name, resolve_model_location
 
 
 def test_aliases_of_the_bundled_model_share_one_name():

@@ -5,10 +5,10 @@ import random
 import numpy as np
 import pytest
 
-import vecmem.retrieval as retrieval
+import vecmem.retrieval.retriever as retrieval
 from tests.conftest import FakeEmbedder
 from vecmem.errors import StoreError
-from vecmem.held import HeldVectors
+from vecmem.retrieval.held import HeldVectors
 
 WORDS = "heron crane stork ibis egret swan goose duck teal wigeon".split()
 

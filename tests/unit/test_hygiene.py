@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import ScriptedModel
-from vecmem.cli import main as cli_main
+from vecmem.interfaces.cli import main as cli_main
 from vecmem.errors import InvalidInputError
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
@@ -34,7 +34,7 @@ def test_a_cap_of_100_archives_the_50_lowest_retention_never_an_explicit_prefere
     assert len(live) == 100 and len(archived) == 50
     assert not any(r.importance >= 1.0 and r.type == "preference" for r in archived)
     assert {f"p{i}" for i in range(0, 150, 10)} <= {r.id for r in live}  # the explicit preferences all stay
-    from vecmem.hygiene import retention
+    from vecmem.maintenance.hygiene import retention
 
     lowest_live = min(retention(r, clock.now, settings.recency_decay_per_day) for r in live if r.id.startswith("n"))
     assert all(retention(r, clock.now, settings.recency_decay_per_day) <= lowest_live for r in archived)

@@ -1,7 +1,7 @@
 import pytest
 
 from vecmem import MemoryFilter, MemoryRecord
-from vecmem.lexical import IndexedMemory, KeywordIndex, memory_tokens, split_dialogue, tokenize
+from vecmem.retrieval.keyword import IndexedMemory, KeywordIndex, memory_tokens, split_dialogue, tokenize
 
 
 def test_english_is_stemmed_without_stopwords_or_possessives():

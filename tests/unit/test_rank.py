@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from vecmem import MemoryRecord, RankWeights
-from vecmem.rank import rank_by_importance, recency, rerank, score
+from vecmem.retrieval.rank import rank_by_importance, recency, rerank, score
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 DEFAULT = RankWeights()

@@ -40,7 +40,7 @@ FILTERS = [
 @pytest.mark.parametrize("memory_filter", FILTERS)
 @pytest.mark.parametrize("max_unfiltered", [320, 1])  # 1: always the id-restricted branch
 def test_dense_candidates_equal_chromas_filtered_query(stocked, memory_filter, max_unfiltered, monkeypatch):
-    import vecmem.retrieval as retrieval
+    import vecmem.retrieval.retriever as retrieval
 
     monkeypatch.setattr(retrieval, "MAX_UNFILTERED", max_unfiltered)
     retriever = stocked._retriever

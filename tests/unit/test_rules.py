@@ -2,8 +2,8 @@
 
 import pytest
 
-from vecmem import rules
-from vecmem.gate import WriteGate
+from vecmem.agent import rules
+from vecmem.agent.gate import WriteGate
 
 FILLER = ["你好", "谢谢", "嗯嗯", "好的", "ok", "OK!", "thanks", "Thank you!", "lol", "好的谢谢", "ok thanks!",
           "嗯嗯，好的", "哈哈哈", "收到", "got it", "👍", "👍👍🎉", "。。。", "？？", "...", "!!!"]

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vecmem.errors import ConfigError
-from vecmem.server import check_binding, create_app
+from vecmem.interfaces.server import check_binding, create_app
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 
@@ -90,7 +90,7 @@ def test_the_openapi_description_names_every_route(api):
 
 
 def test_stats_carry_the_chats_hit_rate(api, bank):
-    from vecmem.session import SessionStore
+    from vecmem.storage.sessions import SessionStore
 
     assert api.get("/stats").json()["hits"] == {"injected": 0, "used": 0, "rate": None}
     sessions = SessionStore(bank.settings.home / "sessions.sqlite3")

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import rules
-from .bank import MemoryBank
-from .extract import Candidate
-from .hygiene import needs_review
-from .models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash
+from vecmem.agent import rules
+from vecmem.bank import MemoryBank
+from vecmem.agent.extract import Candidate
+from vecmem.maintenance.hygiene import needs_review
+from vecmem.models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash
 
 __all__ = ["Resolution", "ConflictResolver", "Written"]
 

@@ -25,9 +25,9 @@ import math
 import threading
 from typing import Any, Callable, Protocol, Sequence
 
-from .config import BudgetShares
-from .errors import BudgetError
-from .models import Hit, PromptPack, Turn
+from vecmem.config import BudgetShares
+from vecmem.errors import BudgetError
+from vecmem.models import Hit, PromptPack, Turn
 
 __all__ = ["TokenCounter", "TiktokenCounter", "EstimatingCounter", "ContextAssembler", "DEFAULT_SYSTEM_PROMPT"]
 

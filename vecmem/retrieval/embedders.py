@@ -28,8 +28,8 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .config import DEFAULT_EMBED_MODEL
-from .errors import EmbeddingError
+from vecmem.config import DEFAULT_EMBED_MODEL
+from vecmem.errors import EmbeddingError
 
 __all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "resolve_model_location", "BACKENDS"]
 

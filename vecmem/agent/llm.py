@@ -11,8 +11,8 @@ import json
 import re
 from typing import Any, Mapping, Protocol, Sequence
 
-from .config import Settings
-from .errors import ExtractionError, LLMError
+from vecmem.config import Settings
+from vecmem.errors import ExtractionError, LLMError
 
 __all__ = ["ChatModel", "OpenAIChatModel", "chat_model_from_settings", "parse_json_object"]
 

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import InvalidInputError, StoreError
+from vecmem.errors import InvalidInputError, StoreError
 
 __all__ = ["SessionStore", "StoredTurn", "Task", "LoggedDecision", "SessionCounters"]
 

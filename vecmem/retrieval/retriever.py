@@ -25,13 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .access import AccessStats
-from .changes import settle
-from .held import HOLD_AT_MOST_BYTES, HeldVectors
-from .config import Settings
-from .embed import Embedder
-from .errors import StoreError
-from .lexical import (
+from vecmem.storage.access import AccessStats
+from vecmem.storage.changes import settle
+from vecmem.retrieval.held import HOLD_AT_MOST_BYTES, HeldVectors
+from vecmem.config import Settings
+from vecmem.retrieval.embedders import Embedder
+from vecmem.errors import StoreError
+from vecmem.retrieval.keyword import (
     FilterView,
     IndexedMemory,
     KeywordIndex,
@@ -42,10 +42,10 @@ from .lexical import (
     tokenize,
     warm_up,
 )
-from .models import Hit, MemoryFilter, MemoryRecord
-from .rank import freshness, rank_by_importance, rerank, score
-from .rows import from_row, to_metadata
-from .store import ChromaStore
+from vecmem.models import Hit, MemoryFilter, MemoryRecord
+from vecmem.retrieval.rank import freshness, rank_by_importance, rerank, score
+from vecmem.storage.rows import from_row, to_metadata
+from vecmem.storage.chroma import ChromaStore
 
 __all__ = ["Retriever", "DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY"]
 

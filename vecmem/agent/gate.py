@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import rules
-from .llm import ChatModel, parse_json_object
-from .schemas import GateReply, validate_reply
+from vecmem.agent import rules
+from vecmem.agent.llm import ChatModel, parse_json_object
+from vecmem.agent.schemas import GateReply, validate_reply
 
 __all__ = ["GateDecision", "WriteGate"]
 

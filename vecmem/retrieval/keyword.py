@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .models import MemoryFilter, MemoryRecord
+from vecmem.models import MemoryFilter, MemoryRecord
 
 __all__ = ["warm_up", "tokenize", "memory_tokens", "KeywordIndex", "KeywordResult", "FilterView", "IndexedMemory", "split_dialogue"]
 

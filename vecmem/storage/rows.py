@@ -17,8 +17,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import StoreError
-from .models import MemoryFilter, MemoryRecord
+from vecmem.errors import StoreError
+from vecmem.models import MemoryFilter, MemoryRecord
 
 __all__ = ["where_clause", "to_metadata", "from_row"]
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Sequence
 
-from .config import Settings
-from .models import GLOBAL_SCOPE, MemoryRecord
-from .rank import freshness, weight
+from vecmem.config import Settings
+from vecmem.models import GLOBAL_SCOPE, MemoryRecord
+from vecmem.retrieval.rank import freshness, weight
 
 __all__ = ["PruneCandidate", "retention", "protected", "plan", "active", "needs_review"]
 

@@ -13,8 +13,8 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from .bank import MemoryBank
-from .errors import VecmemError
+from vecmem.bank import MemoryBank
+from vecmem.errors import VecmemError
 
 __all__ = ["create_server"]
 

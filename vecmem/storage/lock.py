@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .errors import StoreError, StoreInUseError
+from vecmem.errors import StoreError, StoreInUseError
 
 __all__ = ["StoreLock"]
 

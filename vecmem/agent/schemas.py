@@ -10,7 +10,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import ExtractionError
+from vecmem.errors import ExtractionError
 
 __all__ = ["GateReply", "ExtractedItem", "ExtractionReply", "SummaryReply", "validate_reply", "schema_text"]
 

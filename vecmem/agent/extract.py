@@ -18,12 +18,12 @@ import json
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from . import rules
-from .errors import ExtractionError
-from .gate import GateDecision
-from .llm import ChatModel, parse_json_object
-from .models import MemoryRecord
-from .schemas import ExtractionReply, validate_reply
+from vecmem.agent import rules
+from vecmem.errors import ExtractionError
+from vecmem.agent.gate import GateDecision
+from vecmem.agent.llm import ChatModel, parse_json_object
+from vecmem.models import MemoryRecord
+from vecmem.agent.schemas import ExtractionReply, validate_reply
 
 __all__ = ["Candidate", "Extractor", "rubric_importance", "LEXICON_CONFIDENCE"]
 

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
-from .config import Settings
-from .errors import InvalidInputError, VecmemError, is_user_error
-from .models import MEMORY_TYPES, SOURCES
+from vecmem.config import Settings
+from vecmem.errors import InvalidInputError, VecmemError, is_user_error
+from vecmem.models import MEMORY_TYPES, SOURCES
 
 if TYPE_CHECKING:
-    from .bank import MemoryBank
-    from .models import Hit, MemoryRecord
+    from vecmem.bank import MemoryBank
+    from vecmem.models import Hit, MemoryRecord
 
 __all__ = ["main", "default_seed_file"]
 
@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 def default_seed_file() -> Path:
     """The seed memories: packaged with a wheel install, or data/ of the source checkout."""
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parent.parent  # vecmem/, above interfaces/
     for candidate in (package_dir / "_data" / "seed_memories.jsonl", package_dir.parent / "data" / "seed_memories.jsonl"):
         if candidate.is_file():
             return candidate
@@ -223,7 +223,7 @@ class _Commands:
         settings = Settings.from_env()
         if self._bank_factory is not None:
             return self._bank_factory(settings, verify_model=verify_model)
-        from .bank import MemoryBank
+        from vecmem.bank import MemoryBank
 
         return MemoryBank(settings, verify_model=verify_model)
 
@@ -326,7 +326,7 @@ class _Commands:
         return EXIT_OK
 
     def cmd_decisions(self) -> int:
-        from .session import SessionStore
+        from vecmem.storage.sessions import SessionStore
 
         settings = Settings.from_env()
         user = self.user or settings.default_user
@@ -460,7 +460,7 @@ class _Commands:
         return EXIT_OK
 
     def cmd_serve(self) -> int:
-        from .server import check_binding, create_app  # fastapi and uvicorn only for this command
+        from vecmem.interfaces.server import check_binding, create_app  # fastapi and uvicorn only for this command
 
         import uvicorn
 
@@ -473,7 +473,7 @@ class _Commands:
         return EXIT_OK
 
     def cmd_mcp(self) -> int:
-        from .mcp_server import create_server  # the MCP SDK only for this command
+        from vecmem.interfaces.mcp_server import create_server  # the MCP SDK only for this command
 
         create_server(self.bank()).run("stdio")
         return EXIT_OK

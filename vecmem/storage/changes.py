@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .errors import StoreError
+from vecmem.errors import StoreError
 
 __all__ = ["ChangeFeed", "Changes", "RESET"]
 

@@ -23,9 +23,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
-from .bank import MemoryBank
-from .errors import ConfigError, InvalidInputError, NotFoundError, StoreInUseError, VecmemError, is_user_error
-from .session import SessionStore
+from vecmem.bank import MemoryBank
+from vecmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreInUseError, VecmemError, is_user_error
+from vecmem.storage.sessions import SessionStore
 
 __all__ = ["create_app", "is_loopback", "check_binding"]
 

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import StoreError
-from .models import MemoryRecord
+from vecmem.errors import StoreError
+from vecmem.models import MemoryRecord
 
 __all__ = ["AccessStats"]
 

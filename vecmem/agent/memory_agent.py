@@ -25,17 +25,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from . import rules
-from .bank import MemoryBank
-from .budget import DEFAULT_SYSTEM_PROMPT
-from .compress import Summarizer
-from .conflict import ConflictResolver, Written
-from .errors import InvalidInputError, LLMError, NotFoundError
-from .extract import LEXICON_CONFIDENCE, Extractor
-from .gate import GateDecision, WriteGate
-from .llm import ChatModel
-from .models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
-from .session import SessionCounters, SessionStore
+from vecmem.agent import rules
+from vecmem.bank import MemoryBank
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
+from vecmem.agent.compress import Summarizer
+from vecmem.agent.conflict import ConflictResolver, Written
+from vecmem.errors import InvalidInputError, LLMError, NotFoundError
+from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
+from vecmem.agent.gate import GateDecision, WriteGate
+from vecmem.agent.llm import ChatModel
+from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
+from vecmem.storage.sessions import SessionCounters, SessionStore
 
 __all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
 

@@ -34,10 +34,10 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .changes import ChangeFeed
-from .errors import EmbeddingMismatchError, InvalidInputError, StoreError, VecmemError
-from .models import MEMORY_TYPES, MemoryFilter, MemoryRecord
-from .rows import from_row, to_metadata, where_clause
+from vecmem.storage.changes import ChangeFeed
+from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError, VecmemError
+from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
+from vecmem.storage.rows import from_row, to_metadata, where_clause
 
 __all__ = ["ChromaStore", "where_clause"]
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .access import AccessStats
-from .changes import ChangeFeed
-from .errors import StoreError
-from .lexical import memory_tokens
-from .models import MEMORY_TYPES, MemoryRecord
-from .rows import from_row
-from .store import ChromaStore
+from vecmem.storage.access import AccessStats
+from vecmem.storage.changes import ChangeFeed
+from vecmem.errors import StoreError
+from vecmem.retrieval.keyword import memory_tokens
+from vecmem.models import MEMORY_TYPES, MemoryRecord
+from vecmem.storage.rows import from_row
+from vecmem.storage.chroma import ChromaStore
 
 __all__ = ["Finding", "DoctorReport", "examine"]
 

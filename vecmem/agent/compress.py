@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from . import rules
-from .llm import ChatModel, parse_json_object
-from .models import MemoryRecord, Turn
-from .schemas import SummaryReply, validate_reply
+from vecmem.agent import rules
+from vecmem.agent.llm import ChatModel, parse_json_object
+from vecmem.models import MemoryRecord, Turn
+from vecmem.agent.schemas import SummaryReply, validate_reply
 
 __all__ = ["Summarizer", "MAX_SUMMARY_UNITS"]
 

@@ -15,8 +15,8 @@ import math
 from datetime import datetime
 from typing import Iterable
 
-from .config import RankWeights
-from .models import Hit, MemoryRecord
+from vecmem.config import RankWeights
+from vecmem.models import Hit, MemoryRecord
 
 __all__ = ["freshness", "recency", "score", "weight", "rerank", "rank_by_importance"]
 
