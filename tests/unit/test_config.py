@@ -1,9 +1,11 @@
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from vecmem import BudgetShares, ConfigError, RankWeights, Settings
-from vecmem.config import default_home
+from vecmem.config import declared_settings, default_home
 
 
 def test_defaults():
@@ -84,3 +86,65 @@ def test_weights_must_not_all_be_zero():
 def test_settings_are_frozen():
     with pytest.raises(AttributeError):
         Settings().context_tokens = 5  # type: ignore[misc]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _leaf_field_paths(settings, prefix=""):
+    """Every leaf field of a settings object: a field holding a dataclass (weights, shares) counts by its fields."""
+    paths = []
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        paths += _leaf_field_paths(value, f"{prefix}{f.name}.") if dataclasses.is_dataclass(value) else [prefix + f.name]
+    return paths
+
+
+def test_every_field_is_declared_once_with_its_variable():
+    declared = declared_settings()
+    assert sorted(declared) == sorted(_leaf_field_paths(Settings()))
+    variables = [declaration.env for declaration in declared.values()]
+    assert all(re.fullmatch(r"(VECMEM|OPENAI)_[A-Z_]+", name) for name in variables), variables
+    assert len(set(variables)) == len(variables), "two fields share a variable"
+    for path, declaration in declared.items():  # from_env reads exactly this variable for this field
+        owner, _, name = path.rpartition(".")
+        default = getattr(getattr(Settings(), owner) if owner else Settings(), name)
+        changed = Settings.from_env({declaration.env: "   "})
+        assert getattr(getattr(changed, owner) if owner else changed, name) == default, "blank must mean unset"
+
+
+def test_readme_configuration_table_lists_every_variable():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    listed = {name for cell in first_cells for name in re.findall(r"`((?:VECMEM|OPENAI)_[A-Z_]+)`", cell)}
+    variables = {declaration.env for declaration in declared_settings().values()}
+    assert variables - listed == set(), "variables missing from the README's configuration table"
+    assert listed - variables == set(), "the README lists variables that nothing reads"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"VECMEM_CAP_PER_USER": "-1"}, "VECMEM_CAP_PER_USER"),
+        ({"VECMEM_PRUNE_THRESHOLD": "1.5"}, "VECMEM_PRUNE_THRESHOLD"),
+        ({"VECMEM_REVIEW_CONFIDENCE": "2"}, "VECMEM_REVIEW_CONFIDENCE"),
+        ({"VECMEM_LLM_TIMEOUT": "0"}, "VECMEM_LLM_TIMEOUT"),
+        ({"VECMEM_TYPE_ROUTING": "maybe"}, "VECMEM_TYPE_ROUTING"),
+        ({"VECMEM_USER": "x", "VECMEM_SUMMARY_EVERY": "0"}, "VECMEM_SUMMARY_EVERY"),
+        ({"OPENAI_BASE_URL": "localhost:11434"}, "OPENAI_BASE_URL"),
+        ({"VECMEM_WEIGHT_RECENCY": "inf"}, "VECMEM_WEIGHT_RECENCY"),
+    ],
+)
+def test_more_bad_values_name_the_variable(env, named):
+    with pytest.raises(ConfigError, match=named):
+        Settings.from_env(env)
+
+
+def test_settings_in_code_are_checked_and_name_the_variable():
+    with pytest.raises(ConfigError, match=r"embed_batch_size \(VECMEM_EMBED_BATCH_SIZE\)"):
+        Settings(embed_batch_size=0)
+    with pytest.raises(ConfigError, match="VECMEM_TOKENIZER"):
+        Settings().with_changes(tokenizer=" ")
+    assert Settings(home="~/memories").home == Path.home() / "memories"  # type: ignore[arg-type]
+    assert Settings.from_env({"VECMEM_SEARCH_MODE": " Keyword ", "VECMEM_COLD_START": "off"}).search_mode == "keyword"

@@ -1,6 +1,9 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from vecmem.retrieval.embedders import canonical_model_name, resolve_model_location
 
@@ -30,3 +33,28 @@ def test_constructing_an_embedder_loads_nothing():
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+OFFLINE_LOAD = """
+import os, socket
+attempts = []
+def refuse(*args, **kwargs):
+    attempts.append(args)
+    raise OSError("no network in this test")
+socket.socket.connect = refuse
+socket.getaddrinfo = refuse
+before = dict(os.environ)
+from vecmem.retrieval.embedders import SentenceTransformerEmbedder
+embedder = SentenceTransformerEmbedder(backend="torch")
+assert embedder.embed_query("hello").shape == (384,)
+changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
+# torch sets a few of its own (KMP_*, TORCHINDUCTOR_*) on import; vecmem must not switch the hub off process-wide
+assert not {k for k in changed if k.startswith(("HF_", "TRANSFORMERS_"))}, changed
+assert attempts == [], attempts
+"""
+
+
+@pytest.mark.integration
+def test_the_bundled_model_loads_offline_without_touching_the_environment():
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    subprocess.run([sys.executable, "-c", OFFLINE_LOAD], check=True, env=env, timeout=300)

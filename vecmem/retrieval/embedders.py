@@ -23,8 +23,9 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -131,7 +132,8 @@ class SentenceTransformerEmbedder:
         return int(dimension)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._encode("encode_query", [text])[0]
+        vector: np.ndarray = self._encode("encode_query", [text])[0]
+        return vector
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode("encode_query", list(texts))
@@ -166,9 +168,10 @@ class SentenceTransformerEmbedder:
 
     def _load_model(self) -> Any:
         location = resolve_model_location(self._requested)
-        if Path(location).is_dir():
-            # A local folder needs nothing from the hub; without this, transformers still tries to reach it.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # A local folder needs nothing from the hub: local_files_only keeps every lookup on disk (a missing file is
+        # an error, never a download). Passed to each load call rather than set as HF_HUB_OFFLINE, so the process
+        # environment, and whatever else in the process uses the hub, stays as it was.
+        offline = Path(location).is_dir()
         try:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
@@ -176,16 +179,16 @@ class SentenceTransformerEmbedder:
             raise EmbeddingError(
                 f"sentence-transformers is not installed ({exc}); install vecmem with its dependencies"
             ) from exc
-        transformers_logging.disable_progress_bar()
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers is untyped here
         if self._backend == "onnx":
             try:
-                model = self._load_onnx(SentenceTransformer, location)
+                model = self._load_onnx(SentenceTransformer, location, offline=offline)
                 self.backend_used = "onnx"
                 return model
-            except Exception as exc:  # optimum missing, an export that fails: torch works everywhere
+            except Exception as exc:  # noqa: BLE001  # optimum missing, an export that fails: torch works everywhere
                 log.warning("ONNX backend unavailable for %s (%s); using torch", self._name, exc)
         try:
-            model = SentenceTransformer(location, device=self._device)
+            model = SentenceTransformer(location, device=self._device, local_files_only=offline)
         except Exception as exc:  # OSError for a missing model, ValueError for a bad one, hub errors offline
             raise EmbeddingError(
                 f"could not load embedding model '{self._requested}' from {location}: {exc}"
@@ -193,17 +196,22 @@ class SentenceTransformerEmbedder:
         self.backend_used = "torch"
         return model
 
-    def _load_onnx(self, factory: Any, location: str) -> Any:
+    def _load_onnx(self, factory: Any, location: str, *, offline: bool) -> Any:
         """The model on ONNX Runtime, from the export cache, exporting it there the first time."""
         if importlib.util.find_spec("optimum") is None:
             raise RuntimeError("the optimum package is not installed")
         options = {"session_options": _session_options()}
+
+        def load(source: str, *, local_only: bool) -> Any:
+            return _quietly(lambda: factory(source, backend="onnx", device="cpu", model_kwargs=options,
+                                            local_files_only=local_only))
+
         if self._cache_dir is None:
-            return _quietly(lambda: factory(location, backend="onnx", device="cpu", model_kwargs=options))
+            return load(location, local_only=offline)
         cached = self._cache_dir / ("onnx-" + hashlib.sha256(self._name.encode("utf-8")).hexdigest()[:16])
         if (cached / "onnx" / "model.onnx").is_file():
-            return _quietly(lambda: factory(str(cached), backend="onnx", device="cpu", model_kwargs=options))
-        model = _quietly(lambda: factory(location, backend="onnx", device="cpu", model_kwargs=options))
+            return load(str(cached), local_only=True)  # our own export folder: always complete on disk
+        model = load(location, local_only=offline)
         self._cache_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=self._cache_dir))
         try:

@@ -1,0 +1,158 @@
+"""`vecmem` commands that look after the store as a whole and serve it: reindex, prune, the review queue
+(review, approve, reject, unarchive), serve, mcp and doctor. Each is declared on its handler (see
+cli_command.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, CommandGroup, Context, UsageError, arg, positive_int
+
+if TYPE_CHECKING:
+    from vecmem.models import MemoryRecord
+
+__all__ = ["commands"]
+
+commands = CommandGroup()
+_JSON = arg("--json", action="store_true")
+_IDS = arg("memory_ids", metavar="ID", nargs="+")
+
+
+@commands.command("reindex", "re-embed every memory with the configured embedding model", per_user=False)
+def reindex(ctx: Context) -> int:
+    bank = ctx.bank(verify_model=False)  # the point is to replace the vectors of another model
+    done = bank.reindex()
+    total = sum(done.values())
+    print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embedder.name}", file=ctx.out)
+    return EXIT_OK
+
+
+@commands.command(
+    "prune", "archive what the forgetting policy selects (VECMEM_PRUNE_THRESHOLD, VECMEM_CAP_*)",
+    arg("--dry-run", action="store_true", help="only list what would be archived, and why"),
+    _JSON,
+)
+def prune(ctx: Context) -> int:
+    bank = ctx.bank()
+    candidates = bank.prune(user_id=ctx.user, dry_run=ctx.args.dry_run)
+    policy = bank.settings
+    if not candidates and not ctx.args.json and not (policy.prune_threshold or policy.cap_per_user
+                                                     or policy.cap_per_session):
+        print("the forgetting policy is off: set VECMEM_PRUNE_THRESHOLD, VECMEM_CAP_PER_USER or "
+              "VECMEM_CAP_PER_SESSION", file=ctx.out)
+        return EXIT_OK
+    if ctx.args.json:
+        ctx.emit_json([candidate.to_dict() for candidate in candidates])
+        return EXIT_OK
+    verb = "would archive" if ctx.args.dry_run else "archived"
+    for candidate in candidates:
+        print(f"{verb} {candidate.record.id} [{candidate.record.type}, {candidate.record.scope}] "
+              f"{candidate.record.content!r}: {candidate.reason}", file=ctx.out)
+    print(f"{len(candidates)} memories {verb}" + (" (nothing changed)" if ctx.args.dry_run else ""), file=ctx.out)
+    return EXIT_OK
+
+
+@commands.command("review", "go through the review queue: approve, edit, reject or skip each pending memory")
+def review(ctx: Context) -> int:
+    bank = ctx.bank()
+    queue = bank.review_queue(user_id=ctx.user)
+    if not queue:
+        print("the review queue is empty", file=ctx.out)
+    for record in queue:
+        print(f"{record.id} [{record.type}, {record.scope}, confidence {record.confidence:.2f}] "
+              f"{record.content}", file=ctx.out)
+        print("[a]pprove, [e]dit, [r]eject, [s]kip? ", end="", file=ctx.out, flush=True)
+        choice = ctx.stdin.readline().strip().lower()[:1]
+        if choice == "a":
+            bank.approve(record.id, user_id=ctx.user)
+        elif choice == "e":
+            print("corrected text: ", end="", file=ctx.out, flush=True)
+            bank.approve(record.id, user_id=ctx.user, content=ctx.stdin.readline().strip())
+        elif choice == "r":
+            bank.reject(record.id, user_id=ctx.user)
+        elif choice in ("s", ""):
+            continue
+        else:
+            raise UsageError(f"answer a, e, r or s, got {choice!r}")
+    return EXIT_OK
+
+
+def _each(ctx: Context, action: Callable[..., MemoryRecord], done: str) -> int:
+    """Apply ``action`` to every ID given, reporting each as it is done."""
+    for memory_id in ctx.args.memory_ids:
+        record = action(memory_id, user_id=ctx.user)
+        print(f"{done}: {record.id} {record.content!r}", file=ctx.out)
+    return EXIT_OK
+
+
+@commands.command("approve", "let a pending memory into retrieval", _IDS)
+def approve(ctx: Context) -> int:
+    return _each(ctx, ctx.bank().approve, "approved")
+
+
+@commands.command("reject", "delete a pending memory for good", _IDS)
+def reject(ctx: Context) -> int:
+    return _each(ctx, ctx.bank().reject, "rejected")
+
+
+@commands.command("unarchive", "bring an archived memory back into retrieval", _IDS)
+def unarchive(ctx: Context) -> int:
+    return _each(ctx, ctx.bank().unarchive, "back in retrieval")
+
+
+@commands.command(
+    "serve", "the HTTP API (JSON; OpenAPI at /openapi.json)",
+    arg("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
+    arg("--port", type=positive_int, default=8765),
+    arg("--token", help="bearer token required of every request (default: VECMEM_API_TOKEN); "
+                        "needed to bind anything but loopback"),
+    per_user=False,
+)
+def serve(ctx: Context) -> int:
+    import uvicorn
+
+    from vecmem.interfaces.server import check_binding, create_app  # fastapi and uvicorn only for this command
+
+    token = ctx.args.token or ctx.settings().api_token
+    check_binding(ctx.args.host, token)
+    bank = ctx.bank()
+    print(f"vecmem: serving {bank.location} on http://{ctx.args.host}:{ctx.args.port}"
+          + (" (bearer token required)" if token else ""), file=ctx.err, flush=True)
+    uvicorn.run(create_app(bank, token=token), host=ctx.args.host, port=ctx.args.port, log_level="warning")
+    return EXIT_OK
+
+
+@commands.command("mcp", "a Model Context Protocol server on stdio: remember, recall, forget, list_memories",
+                  per_user=False)
+def mcp(ctx: Context) -> int:
+    from vecmem.interfaces.mcp_server import create_server  # the MCP SDK only for this command
+
+    create_server(ctx.bank()).run("stdio")
+    return EXIT_OK
+
+
+@commands.command(
+    "doctor", "examine the store; exit 1 while problems remain (--repair mends what it safely can)",
+    arg("--repair", action="store_true", help="mend what can be mended without guessing"),
+    _JSON,
+    per_user=False,
+)
+def doctor(ctx: Context) -> int:
+    report = ctx.bank(verify_model=False).doctor(repair=ctx.args.repair)  # a model mismatch is a finding
+    if ctx.args.json:
+        ctx.emit_json(report.to_dict())
+        return EXIT_OK if report.healthy else EXIT_FAILURE
+    for user, by_type in sorted(report.counts.items()):
+        counted = ", ".join(f"{name} {n}" for name, n in by_type.items())
+        print(f"user {user!r}: {sum(by_type.values())} memories ({counted})", file=ctx.out)
+    for finding in report.findings:
+        state = ("repaired" if finding.repaired
+                 else "repairable: --repair" if finding.repairable else "not repairable")
+        where = f"user {finding.user_id!r}: " if finding.user_id else ""
+        shown = ", ".join(finding.memory_ids[:5]) + (" ..." if len(finding.memory_ids) > 5 else "")
+        print(f"{finding.kind}: {where}{finding.detail} [{state}]" + (f" ({shown})" if shown else ""),
+              file=ctx.out)
+    if not report.findings:
+        print("no problems found", file=ctx.out)
+    return EXIT_OK if report.healthy else EXIT_FAILURE
