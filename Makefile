@@ -11,13 +11,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat test browser eval bench bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser eval bench bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
 help:
 	@echo "make demo   - install, then a walk-through of retrieval on the seed memories (no network, no API key)"
 	@echo "make test   - install, then the whole test suite"
+	@echo "make check  - ruff, mypy --strict, the import-layer contract and the fast unit lane (in-memory store, < 1 min)"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
@@ -30,7 +31,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,eval]'
+	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev]'
 	@touch $@
 
 install: $(STAMP)
@@ -50,6 +51,23 @@ browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver \
 	  || echo "vecmem: could not install chromium; the panel test will be skipped"; fi
+
+# The fast lane: unit tests on the in-memory store and the conformance suite's in-memory half; no real Chroma,
+# no model, no server.
+FAST_MARKERS ?= not chroma and not integration
+check: lint typecheck contracts fast
+
+lint: install
+	$(BIN)/ruff check vecmem scripts tests
+
+typecheck: install
+	$(BIN)/mypy
+
+contracts: install
+	$(BIN)/lint-imports
+
+fast: install
+	$(BIN)/python -m pytest tests/unit tests/conformance -q -m "$(FAST_MARKERS)"
 
 test: install browser
 	$(BIN)/python -m pytest

@@ -4,13 +4,11 @@ Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blen
 importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
 """
 
-from vecmem.agent.memory_agent import MemoryAgent, TurnResult
-from vecmem.bank import MemoryBank, content_id
-from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
-from vecmem.config import BudgetShares, RankWeights, Settings
-from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, OpenAIChatModel
+from vecmem.agent.memory_agent import MemoryAgent, TurnResult
+from vecmem.bank import MemoryBank, content_id
+from vecmem.config import BudgetShares, RankWeights, Settings
 from vecmem.errors import (
     BudgetError,
     ConfigError,
@@ -34,6 +32,8 @@ from vecmem.models import (
     StoreStats,
     Turn,
 )
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
+from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
 from vecmem.storage.sessions import SessionStore, Task
 
 __version__ = "0.1.0"

@@ -9,16 +9,31 @@ and divided by ten (``importance=7`` is stored as 0.7); a float is taken as it i
 
 from __future__ import annotations
 
-import math
-import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
 
 from vecmem.errors import InvalidInputError
+from vecmem.validation import (
+    GLOBAL_SCOPE,
+    MAX_CONTENT_CHARS,
+    check_choice,
+    check_context,
+    check_tags,
+    check_text,
+    check_unit_interval,
+    normalize_importance,
+    parse_timestamp,
+    validate_identifier,
+    validate_session_id,
+)
 
 __all__ = [
+    "MemoryType",
+    "MemorySource",
+    "MemoryStatus",
     "MEMORY_TYPES",
     "SOURCES",
     "STATUSES",
@@ -37,132 +52,19 @@ __all__ = [
     "validate_session_id",
 ]
 
-MEMORY_TYPES: tuple[str, ...] = ("fact", "preference", "instruction", "conclusion")
-SOURCES: tuple[str, ...] = ("user", "extracted", "manual", "template")
+MemoryType = Literal["fact", "preference", "instruction", "conclusion"]
+MemorySource = Literal["user", "extracted", "manual", "template"]
 # live: retrieved; archived: left retrieval by the forgetting policy (restorable); pending: an uncertain
-# extraction waiting in the review queue (hygiene.py)
-STATUSES: tuple[str, ...] = ("live", "archived", "pending")
-LIVE = "live"
-GLOBAL_SCOPE = "global"
-MAX_CONTENT_CHARS = 8_000  # a memory is a statement, not a document; long text belongs in a RAG index
-MAX_CONTEXT_CHARS = 8_000
-MAX_IDENTIFIER_CHARS = 128
-MAX_TAGS = 32
-MAX_TAG_CHARS = 64
-
-# C0/C1 control characters other than tab, newline and carriage return.
-_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# extraction waiting in the review queue (maintenance/hygiene.py)
+MemoryStatus = Literal["live", "archived", "pending"]
+MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
+SOURCES: tuple[MemorySource, ...] = get_args(MemorySource)
+STATUSES: tuple[MemoryStatus, ...] = get_args(MemoryStatus)
+LIVE: MemoryStatus = "live"
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _check_text(field_name: str, value: object, *, max_chars: int) -> str:
-    """Return ``value`` stripped, or raise InvalidInputError saying why it cannot be stored."""
-    if not isinstance(value, str):
-        raise InvalidInputError(field_name, f"must be a string, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(field_name, "contains a lone surrogate and is not valid Unicode text") from None
-    if _CONTROL_CHARS.search(value):
-        raise InvalidInputError(field_name, "contains control characters")
-    text = value.strip()
-    if not text:
-        raise InvalidInputError(field_name, "must not be empty or only whitespace")
-    if len(text) > max_chars:
-        raise InvalidInputError(field_name, f"is {len(text):,} characters; the limit is {max_chars:,}")
-    return text
-
-
-def validate_identifier(field_name: str, value: object) -> str:
-    """Ids, user ids and session ids: short, printable, no surrounding whitespace."""
-    text = _check_text(field_name, value, max_chars=MAX_IDENTIFIER_CHARS)
-    if text != value:
-        raise InvalidInputError(field_name, "must not start or end with whitespace")
-    if any(ch in "\t\r\n" for ch in text):
-        raise InvalidInputError(field_name, "must be a single line")
-    return text
-
-
-def validate_session_id(value: object) -> str:
-    """A session id: an identifier other than the reserved word for global memories."""
-    session = validate_identifier("session_id", value)
-    if session == GLOBAL_SCOPE:
-        raise InvalidInputError("session_id", f"'{GLOBAL_SCOPE}' is reserved for global memories")
-    return session
-
-
-def normalize_importance(value: object) -> float:
-    """Floats in [0, 1] as they are; integers 0-10 on the ten-point scale (7 -> 0.7)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError("importance", f"must be a number, got {type(value).__name__}")
-    if isinstance(value, int):
-        if not 0 <= value <= 10:
-            raise InvalidInputError("importance", f"integer {value} is outside the 0-10 scale")
-        return value / 10
-    if not math.isfinite(value):
-        raise InvalidInputError("importance", f"must be a finite number, got {value}")
-    if not 0.0 <= value <= 1.0:
-        raise InvalidInputError(
-            "importance", f"{value} is outside [0, 1] (use an integer 0-10 for the ten-point scale)"
-        )
-    return float(value)
-
-
-def _check_unit_interval(field_name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError(field_name, f"must be a number, got {type(value).__name__}")
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInputError(field_name, f"must be between 0 and 1, got {value}")
-    return float(value)
-
-
-def parse_timestamp(field_name: str, value: object) -> datetime:
-    """Accept an aware datetime, a naive one (read as UTC), an ISO 8601 string or epoch seconds."""
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInputError(field_name, f"is not an ISO 8601 time: {value!r}") from None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        try:
-            moment = datetime.fromtimestamp(value, timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            raise InvalidInputError(field_name, f"epoch seconds out of range: {value}") from None
-    else:
-        raise InvalidInputError(field_name, f"must be a time, got {type(value).__name__}")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
-
-
-def _check_context(value: object) -> str:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return ""
-    return _check_text("context", value, max_chars=MAX_CONTEXT_CHARS)
-
-
-def _check_tags(value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidInputError("tags", "must be a list of strings")
-    if len(value) > MAX_TAGS:
-        raise InvalidInputError("tags", f"has {len(value)} tags; the limit is {MAX_TAGS}")
-    tags: list[str] = []
-    for tag in value:
-        text = _check_text("tags", tag, max_chars=MAX_TAG_CHARS)
-        if text not in tags:
-            tags.append(text)
-    return tuple(tags)
-
-
-def _check_choice(field_name: str, value: object, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise InvalidInputError(field_name, f"must be one of {', '.join(choices)}; got {value!r}")
-    return str(value)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -171,40 +73,40 @@ class MemoryRecord:
 
     id: str
     content: str
-    type: str = "fact"
+    type: MemoryType = "fact"
     tags: tuple[str, ...] = ()
     importance: float = 0.5
     scope: str = GLOBAL_SCOPE  # "global", or the id of the one session the memory belongs to
     created_at: datetime = field(default_factory=_utc_now)
     last_accessed: datetime | None = None  # None until a search first returns it
     access_count: int = 0
-    source: str = "manual"
+    source: MemorySource = "manual"
     confidence: float = 1.0
     superseded_by: str | None = None
     user_id: str = "default"
     context: str = ""  # found-by text for keyword search only (surrounding turns); never shown to the model
-    status: str = LIVE  # live | archived | pending: only live memories (not superseded) are retrieved
+    status: MemoryStatus = LIVE  # live | archived | pending: only live memories (not superseded) are retrieved
 
     def __post_init__(self) -> None:
         normalised = {
             "id": validate_identifier("id", self.id),
-            "content": _check_text("content", self.content, max_chars=MAX_CONTENT_CHARS),
-            "type": _check_choice("type", self.type, MEMORY_TYPES),
-            "tags": _check_tags(self.tags),
+            "content": check_text("content", self.content, max_chars=MAX_CONTENT_CHARS),
+            "type": check_choice("type", self.type, MEMORY_TYPES),
+            "tags": check_tags(self.tags),
             "importance": normalize_importance(self.importance),
             "scope": validate_identifier("scope", self.scope),
             "created_at": parse_timestamp("created_at", self.created_at),
             "last_accessed": None
             if self.last_accessed is None
             else parse_timestamp("last_accessed", self.last_accessed),
-            "source": _check_choice("source", self.source, SOURCES),
-            "confidence": _check_unit_interval("confidence", self.confidence),
+            "source": check_choice("source", self.source, SOURCES),
+            "confidence": check_unit_interval("confidence", self.confidence),
             "superseded_by": None
             if self.superseded_by in (None, "")
             else validate_identifier("superseded_by", self.superseded_by),
             "user_id": validate_identifier("user_id", self.user_id),
-            "context": _check_context(self.context),
-            "status": _check_choice("status", self.status, STATUSES),
+            "context": check_context(self.context),
+            "status": check_choice("status", self.status, STATUSES),
         }
         if isinstance(self.access_count, bool) or not isinstance(self.access_count, int) or self.access_count < 0:
             raise InvalidInputError("access_count", f"must be a non-negative integer, got {self.access_count!r}")
@@ -214,7 +116,7 @@ class MemoryRecord:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def trusted(cls, **fields: Any) -> "MemoryRecord":
+    def trusted(cls, **fields: Any) -> MemoryRecord:
         """Build a record from values the store already validated on the way in, without checking them again
         (reading rows back is on the search hot path). Everything else goes through the constructor."""
         record = object.__new__(cls)
@@ -243,7 +145,7 @@ class MemoryRecord:
             return self.created_at
         return max(self.created_at, self.last_accessed)
 
-    def with_changes(self, **changes: Any) -> "MemoryRecord":
+    def with_changes(self, **changes: Any) -> MemoryRecord:
         """A copy with some fields replaced, validated like a new record."""
         return replace(self, **changes)
 
@@ -256,7 +158,7 @@ class MemoryRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], **defaults: Any) -> "MemoryRecord":
+    def from_dict(cls, data: Mapping[str, Any], **defaults: Any) -> MemoryRecord:
         """Build a record from a mapping such as one line of an export file.
 
         ``session_id`` is accepted as another way to give a session scope; keys in ``defaults`` fill what the
@@ -305,12 +207,12 @@ class MemoryFilter:
             if not types:
                 raise InvalidInputError("types", "must name at least one type when given")
             for memory_type in types:
-                _check_choice("types", memory_type, MEMORY_TYPES)
+                check_choice("types", memory_type, MEMORY_TYPES)
             object.__setattr__(self, "types", types)
         if self.statuses is not None:
             statuses = frozenset(self.statuses)
             for status in statuses:
-                _check_choice("statuses", status, STATUSES)
+                check_choice("statuses", status, STATUSES)
             object.__setattr__(self, "statuses", statuses)
 
     @property
@@ -342,7 +244,7 @@ class Hit:
 
     id: str
     content: str
-    type: str
+    type: MemoryType
     score: float
     similarity: float
     recency: float
@@ -375,7 +277,7 @@ class Turn:
     content: str
 
     def __post_init__(self) -> None:
-        _check_choice("role", self.role, ("user", "assistant", "system"))
+        check_choice("role", self.role, ("user", "assistant", "system"))
         if not isinstance(self.content, str):
             raise InvalidInputError("content", f"must be a string, got {type(self.content).__name__}")
 

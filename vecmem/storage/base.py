@@ -1,0 +1,166 @@
+"""The storage boundary: ``MemoryStore`` is exactly what the layers above ask of a store.
+
+Two implementations pass one conformance suite (``tests/conformance``): ``InMemoryStore`` (``memory.py``),
+the reference, which upper-layer unit tests run on in milliseconds; and ``ChromaStore`` (``chroma.py``),
+embedded or on a Chroma server.
+
+What every implementation promises:
+
+* **Isolation by user.** Every call names the user; nothing of another user is ever read, written, counted or
+  returned, whatever ids collide.
+* **One place per id.** A memory id is stored once per user; writing it again replaces it whole (vector,
+  document, fields and keyword tokens), even when its type changed.
+* **Records as they will be read back.** ``get`` and ``scan`` return records equal to what was written, times
+  at the precision the store keeps (Chroma keeps epoch seconds as floats).
+* **Cosine similarity**, 1 - cosine distance, from ``nearest`` and ``vectors``; ``nearest`` returns the best
+  first, ties broken by id.
+* **The model record.** The first write records the embedding model's name and dimension; ``check_model``
+  raises ``EmbeddingMismatchError`` when the store was built with another model.
+* **Errors from the tree.** Failures are ``StoreError`` (or a subclass); a record of another user is
+  ``InvalidInputError``; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from vecmem.models import MemoryFilter, MemoryRecord
+
+if TYPE_CHECKING:
+    from vecmem.storage.changes import ChangeFeed
+
+__all__ = ["IndexedRow", "MemoryStore", "RawRow"]
+
+# (record, its stored embedding, its stored keyword tokens or None when written before tokens were stored)
+IndexedRow = tuple[MemoryRecord, np.ndarray, list[str] | None]
+# (the type it is filed under, id, document, metadata) as the store holds it: what the doctor examines
+RawRow = tuple[str, str, str | None, dict[str, Any] | None]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Memories of many users: records with their embeddings and keyword tokens."""
+
+    model_name: str  # the embedding model this store is opened with
+    location: str  # where the memories live, for messages
+    changes: ChangeFeed | None  # the change feed writes are announced on, when the store has one
+
+    # --- the model record
+    def stored_model(self) -> tuple[str, int] | None:
+        """(model name, dimension) the store was built with; None for a store never written."""
+        ...
+
+    def check_model(self) -> None:
+        """Raise EmbeddingMismatchError when the store was built with another model than ``model_name``."""
+        ...
+
+    # --- store-wide
+    def users(self) -> list[str]:
+        """Every user with at least one memory place in the store, sorted."""
+        ...
+
+    def count(self, user_id: str) -> int:
+        """How many memories the user has, superseded, archived and pending included."""
+        ...
+
+    def refresh(self, user_id: str) -> None:
+        """Forget what is cached about the user's layout (another client may have written since)."""
+        ...
+
+    def close(self) -> None:
+        """Let go of threads and connections; the store is not used afterwards."""
+        ...
+
+    # --- reads
+    def get(
+        self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str] | None = None
+    ) -> dict[str, MemoryRecord]:
+        """The stored memories among ``ids``; ``type_of`` (id -> type) is a hint that saves looking elsewhere."""
+        ...
+
+    def get_indexed(self, user_id: str, ids: Sequence[str]) -> dict[str, IndexedRow]:
+        """The stored memories among ``ids`` with their embeddings and keyword tokens."""
+        ...
+
+    def vectors(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str]) -> dict[str, np.ndarray]:
+        """The stored embeddings of these memories; ids without a type in ``type_of`` are skipped."""
+        ...
+
+    def scan(self, user_id: str, memory_filter: MemoryFilter) -> Iterator[MemoryRecord]:
+        """Every memory of the user that passes the filter."""
+        ...
+
+    def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
+        """Every memory of the user with its stored keyword tokens (None when written before they existed)."""
+        ...
+
+    def scan_vectors(self, user_id: str, page: int = 5_000) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every stored embedding of the user, a page (ids, matrix) at a time."""
+        ...
+
+    def raw_rows(self, user_id: str) -> Iterator[RawRow]:
+        """Every row as stored, unreadable ones included (what ``vecmem doctor`` examines)."""
+        ...
+
+    def collection_models(self, user_id: str) -> dict[str, tuple[str, int]]:
+        """{type: (embedding model, dimension)} as each of the user's places records it."""
+        ...
+
+    def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
+        """The memories whose ``superseded_by`` points at ``memory_id``."""
+        ...
+
+    def nearest(
+        self,
+        user_id: str,
+        embedding: np.ndarray,
+        n_results: int,
+        *,
+        types: Iterable[str] | None = None,
+        among: Mapping[str, Sequence[str]] | None = None,
+        sizes: Mapping[str, int] | None = None,
+    ) -> tuple[list[str], list[float]]:
+        """Ids and cosines of the ``n_results`` nearest memories of ``types`` (all when None), best first;
+        ``among`` (type -> ids) restricts the search to those ids; ``sizes`` (type -> count) is a cost hint."""
+        ...
+
+    # --- writes
+    def upsert(
+        self,
+        user_id: str,
+        records: Sequence[MemoryRecord],
+        embeddings: np.ndarray,
+        keywords: Sequence[Sequence[str]],
+        *,
+        new: bool = False,
+    ) -> None:
+        """Write memories whole with their embeddings and keyword tokens; ``new``: the ids are not stored yet."""
+        ...
+
+    def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
+        """Rewrite the fields of stored memories whose content, tags, context and type did not change."""
+        ...
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> None:
+        """Delete these memories (ids not stored are ignored)."""
+        ...
+
+    # --- reindex
+    def rebuild(
+        self,
+        user_id: str,
+        embed_documents: Callable[[Sequence[str]], np.ndarray],
+        dimension: int,
+        *,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Re-embed every memory of the user with ``embed_documents``; returns how many."""
+        ...
+
+    def finish_rebuild(self, dimension: int) -> None:
+        """After every user is rebuilt, record ``model_name`` and ``dimension`` for the whole store."""
+        ...

@@ -1,0 +1,157 @@
+"""Field validation shared by the value types and the facade (standard library only).
+
+Each check returns the value as vecmem stores it, or raises ``InvalidInputError`` naming the field and the
+reason, so a caller's mistake is one clear message and nothing half-valid goes further.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from vecmem.errors import InvalidInputError
+
+__all__ = [
+    "GLOBAL_SCOPE",
+    "MAX_CONTENT_CHARS",
+    "MAX_CONTEXT_CHARS",
+    "MAX_IDENTIFIER_CHARS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "check_choice",
+    "check_context",
+    "check_tags",
+    "check_text",
+    "check_unit_interval",
+    "normalize_importance",
+    "parse_timestamp",
+    "require_positive_int",
+    "validate_identifier",
+    "validate_session_id",
+]
+
+GLOBAL_SCOPE = "global"
+MAX_CONTENT_CHARS = 8_000  # a memory is a statement, not a document; long text belongs in a RAG index
+MAX_CONTEXT_CHARS = 8_000
+MAX_IDENTIFIER_CHARS = 128
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+
+# C0/C1 control characters other than tab, newline and carriage return.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def check_text(field_name: str, value: object, *, max_chars: int) -> str:
+    """Return ``value`` stripped, or raise InvalidInputError saying why it cannot be stored."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field_name, f"must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(field_name, "contains a lone surrogate and is not valid Unicode text") from None
+    if _CONTROL_CHARS.search(value):
+        raise InvalidInputError(field_name, "contains control characters")
+    text = value.strip()
+    if not text:
+        raise InvalidInputError(field_name, "must not be empty or only whitespace")
+    if len(text) > max_chars:
+        raise InvalidInputError(field_name, f"is {len(text):,} characters; the limit is {max_chars:,}")
+    return text
+
+
+def validate_identifier(field_name: str, value: object) -> str:
+    """Ids, user ids and session ids: short, printable, no surrounding whitespace."""
+    text = check_text(field_name, value, max_chars=MAX_IDENTIFIER_CHARS)
+    if text != value:
+        raise InvalidInputError(field_name, "must not start or end with whitespace")
+    if any(ch in "\t\r\n" for ch in text):
+        raise InvalidInputError(field_name, "must be a single line")
+    return text
+
+
+def validate_session_id(value: object) -> str:
+    """A session id: an identifier other than the reserved word for global memories."""
+    session = validate_identifier("session_id", value)
+    if session == GLOBAL_SCOPE:
+        raise InvalidInputError("session_id", f"'{GLOBAL_SCOPE}' is reserved for global memories")
+    return session
+
+
+def normalize_importance(value: object) -> float:
+    """Floats in [0, 1] as they are; integers 0-10 on the ten-point scale (7 -> 0.7)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError("importance", f"must be a number, got {type(value).__name__}")
+    if isinstance(value, int):
+        if not 0 <= value <= 10:
+            raise InvalidInputError("importance", f"integer {value} is outside the 0-10 scale")
+        return value / 10
+    if not math.isfinite(value):
+        raise InvalidInputError("importance", f"must be a finite number, got {value}")
+    if not 0.0 <= value <= 1.0:
+        raise InvalidInputError(
+            "importance", f"{value} is outside [0, 1] (use an integer 0-10 for the ten-point scale)"
+        )
+    return float(value)
+
+
+def check_unit_interval(field_name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(field_name, f"must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidInputError(field_name, f"must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def parse_timestamp(field_name: str, value: object) -> datetime:
+    """Accept an aware datetime, a naive one (read as UTC), an ISO 8601 string or epoch seconds."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(field_name, f"is not an ISO 8601 time: {value!r}") from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        try:
+            moment = datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInputError(field_name, f"epoch seconds out of range: {value}") from None
+    else:
+        raise InvalidInputError(field_name, f"must be a time, got {type(value).__name__}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def check_context(value: object) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    return check_text("context", value, max_chars=MAX_CONTEXT_CHARS)
+
+
+def check_tags(value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidInputError("tags", "must be a list of strings")
+    if len(value) > MAX_TAGS:
+        raise InvalidInputError("tags", f"has {len(value)} tags; the limit is {MAX_TAGS}")
+    tags: list[str] = []
+    for tag in value:
+        text = check_text("tags", tag, max_chars=MAX_TAG_CHARS)
+        if text not in tags:
+            tags.append(text)
+    return tuple(tags)
+
+
+def check_choice(field_name: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InvalidInputError(field_name, f"must be one of {', '.join(choices)}; got {value!r}")
+    return str(value)
+
+
+def require_positive_int(field_name: str, value: object) -> int:
+    """A count the caller chose (k, a limit, a token window): an int >= 1, never a bool or a float."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(field_name, f"must be a positive integer, got {value!r}")
+    return value
