@@ -176,22 +176,22 @@ class TestSearch:
         assert ids(hits) == [top.id, mid.id]
         assert all(h.similarity == 0.0 for h in hits)
 
-    def test_warm_up_loads_the_model_and_the_keyword_index(self, bank):
+    def test_warm_up_loads_the_model_and_the_keyword_index(self, bank, make_bank):
         bank.add("the user drinks green tea", user_id="alice")
-        fresh = type(bank)(bank.settings, embedder=bank.embedder)  # a new process: nothing loaded yet
+        fresh = make_bank(embedder=bank.embedder)  # a new bank on the same store: nothing loaded yet
         queries = bank.embedder.query_calls
         fresh.warm_up(user_id="alice")
         assert bank.embedder.query_calls == queries + 1
         assert "alice" in fresh._retriever._copies and len(fresh._retriever._copies["alice"].index) == 1
 
-    def test_an_edit_during_an_index_build_is_not_lost(self, bank):
+    def test_an_edit_during_an_index_build_is_not_lost(self, bank, make_bank):
         """A write while another thread builds the keyword index lands in the new index (the build holds the
         retriever's lock; writes wait for it instead of updating the index it replaces)."""
         import threading
 
         for i in range(50):
             bank.add(f"memory number {i} about tea", memory_id=f"m{i}")
-        fresh = type(bank)(bank.settings, embedder=bank.embedder)
+        fresh = make_bank(embedder=bank.embedder)
         builder = threading.Thread(target=fresh.warm_up)
         builder.start()
         added = fresh.add("a new memory about coffee", memory_id="late")
@@ -258,6 +258,7 @@ class TestPersistenceAndModel:
             make_bank(embedder=Broken("model-b", 32), verify_model=False).reindex()
         assert ids(make_bank(embedder=FakeEmbedder("model-a", 64)).search("still here", 1))
 
+    @pytest.mark.embedded_only  # white-box on Chroma's client
     def test_an_interrupted_swap_is_finished_on_open(self, make_bank):
         bank = make_bank()
         record = bank.add("survives a crash mid-swap")
@@ -273,8 +274,8 @@ class TestPersistenceAndModel:
         from chromadb.config import Settings as ChromaSettings
 
         from vecmem.retrieval.keyword import memory_tokens
-        from vecmem.storage.rows import to_metadata
         from vecmem.storage.chroma import _user_key
+        from vecmem.storage.rows import to_metadata
 
         # write a user the way vecmem's first layout did: one collection holding every type
         embedder = FakeEmbedder()

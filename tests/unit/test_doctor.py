@@ -4,11 +4,14 @@ import io
 import json
 
 import numpy as np
+import pytest
 
 import vecmem.storage.changes as changes_module
 from tests.conftest import FakeEmbedder
 from vecmem.interfaces.cli import main as cli_main
 from vecmem.storage.rows import to_metadata
+
+pytestmark = pytest.mark.chroma  # the damage is made in Chroma's own collections, below the store's interface
 
 
 def _kinds(report):

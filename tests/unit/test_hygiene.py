@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.conftest import ScriptedModel
-from vecmem.interfaces.cli import main as cli_main
 from vecmem.errors import InvalidInputError
+from vecmem.interfaces.cli import main as cli_main
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 

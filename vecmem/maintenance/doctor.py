@@ -16,16 +16,18 @@ mismatch (``vecmem reindex`` re-embeds everything with the configured model).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from vecmem.storage.access import AccessStats
-from vecmem.storage.changes import ChangeFeed
 from vecmem.errors import StoreError
-from vecmem.retrieval.keyword import memory_tokens
+from vecmem.maintenance.chains import cycles as supersession_cycles
 from vecmem.models import MEMORY_TYPES, MemoryRecord
+from vecmem.retrieval.keyword import memory_tokens
+from vecmem.storage.access import AccessStats
+from vecmem.storage.base import MemoryStore
+from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.rows import from_row
-from vecmem.storage.chroma import ChromaStore
 
 __all__ = ["Finding", "DoctorReport", "examine"]
 
@@ -62,7 +64,7 @@ class DoctorReport:
 
 
 def examine(
-    store: ChromaStore,
+    store: MemoryStore,
     access: AccessStats,
     changes: ChangeFeed | None,
     configured_model: str,
@@ -85,7 +87,7 @@ def examine(
 
 
 def _examine_user(
-    store: ChromaStore,
+    store: MemoryStore,
     access: AccessStats,
     changes: ChangeFeed | None,
     user: str,
@@ -150,7 +152,7 @@ def _examine_user(
                "no longer exist (they become live again, as `restore` would make them)", True,
                lambda: store.update_metadata(user, [records[i].with_changes(superseded_by=None) for i in dangling]))
 
-    cycles = _cycles(records)
+    cycles = supersession_cycles(records)
     if cycles:
         heads = [max(cycle, key=lambda i: (records[i].created_at, i)) for cycle in cycles]
         report("supersession-cycle", [i for cycle in cycles for i in cycle], f"{len(cycles)} supersession "
@@ -183,22 +185,4 @@ def _tokens_of(placed: list[tuple[str, MemoryRecord, list[str] | None]], record:
         if candidate is record:
             return tokens
     return None
-
-
-def _cycles(records: dict[str, MemoryRecord]) -> list[list[str]]:
-    """Each supersession cycle once, as the ids on it."""
-    cycles: list[list[str]] = []
-    done: set[str] = set()
-    for start in records:
-        path: list[str] = []
-        on_path: set[str] = set()
-        current: str | None = start
-        while current is not None and current in records and current not in done and current not in on_path:
-            path.append(current)
-            on_path.add(current)
-            current = records[current].superseded_by
-        if current is not None and current in on_path:
-            cycles.append(path[path.index(current):])
-        done.update(path)
-    return cycles
 

@@ -24,15 +24,18 @@ importance weight in the reranker.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Sequence
 
 from vecmem.config import Settings
-from vecmem.models import GLOBAL_SCOPE, MemoryRecord
+from vecmem.models import GLOBAL_SCOPE, MemoryFilter, MemoryRecord
 from vecmem.retrieval.rank import freshness, weight
+from vecmem.storage.access import AccessStats
+from vecmem.storage.base import MemoryStore
 
-__all__ = ["PruneCandidate", "retention", "protected", "plan", "active", "needs_review"]
+__all__ = ["PruneCandidate", "active", "archive_by_policy", "needs_review", "over_cap", "plan", "protected",
+           "retention"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +100,35 @@ def _over_cap(members: Sequence[MemoryRecord], cap: int, whose: str, scored: dic
     for record in candidates[:excess]:
         chosen[record.id] = PruneCandidate(record, scored[record.id], (
             f"{whose} is over the cap of {cap} live memories; retention {scored[record.id]:.3f}, among the lowest"))
+
+
+def archive_by_policy(
+    store: MemoryStore,
+    access: AccessStats,
+    users: Iterable[str],
+    clock: Callable[[], datetime],
+    settings: Settings,
+    archive: Callable[[str, list[MemoryRecord]], None],
+    *,
+    dry_run: bool,
+) -> list[PruneCandidate]:
+    """Plan each user's archiving (access statistics applied, so recall keeps memories fresh) and, unless
+    ``dry_run``, hand the archived records to ``archive(user, records)``, the caller's write path. Returns every
+    candidate, per user in ``plan``'s order."""
+    chosen: list[PruneCandidate] = []
+    for user in users:
+        records = access.apply(list(store.scan(user, MemoryFilter(all_sessions=True))))
+        picked = plan(records, clock(), settings)
+        if picked and not dry_run:
+            archive(user, [candidate.record.with_changes(status="archived") for candidate in picked])
+        chosen.extend(picked)
+    return chosen
+
+
+def over_cap(settings: Settings, users: Iterable[str], live_count: Callable[[str], int]) -> list[str]:
+    """The users, among those just written to, whose memories the policy must look at again: every one when a
+    per-session cap is set (sessions are not counted ahead), else those past the per-user cap. ``live_count``
+    should be cheap (the bank counts its in-memory catalogue), so a write under the cap costs nothing."""
+    if not (settings.cap_per_user or settings.cap_per_session):
+        return []
+    return [user for user in users if settings.cap_per_session or live_count(user) > settings.cap_per_user]

@@ -1,0 +1,121 @@
+"""The supersession graph: which memory replaced which, as pure functions over records.
+
+A memory superseded by another (``superseded_by``) is kept for history and never retrieved again; following
+the links from any memory ends at the live one that replaced them all. The bank's ``supersede``, ``history``
+and ``restore`` and the doctor's cycle check all reason over these links; here they do so without writing
+anything: each function says what to change, the caller writes it (so the bank keeps one write path).
+
+Links are read through ``Read`` (one user's memory by id, None when it is not stored), so a caller chooses
+where records come from: the store (``reader``) or records already in hand (the doctor's ``dict.get``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from vecmem.errors import InvalidInputError
+from vecmem.models import MemoryRecord
+from vecmem.storage.base import MemoryStore
+
+__all__ = ["Read", "cycles", "history", "reader", "replaced_first", "restoration", "successors", "superseding"]
+
+Read = Callable[[str], MemoryRecord | None]
+
+
+def reader(store: MemoryStore, user_id: str) -> Read:
+    """Read one of ``user_id``'s memories from the store by id."""
+
+    def read(memory_id: str) -> MemoryRecord | None:
+        return store.get(user_id, [memory_id]).get(memory_id)
+
+    return read
+
+
+def successors(record: MemoryRecord, read: Read) -> list[str]:
+    """Ids along ``superseded_by`` links from ``record``, nearest first; stops at a dangling link or a loop
+    (a damaged store can hold either; the doctor repairs them)."""
+    chain: list[str] = []
+    current: MemoryRecord | None = record
+    while current is not None and current.superseded_by and current.superseded_by not in chain:
+        chain.append(current.superseded_by)
+        current = read(current.superseded_by)
+    return chain
+
+
+def superseding(old: MemoryRecord, newer: MemoryRecord, read: Read) -> MemoryRecord:
+    """``old`` marked as replaced by ``newer``; refused when that would link a memory to itself, directly or
+    around a cycle (``newer`` already leads back to ``old``)."""
+    if old.id == newer.id:
+        raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
+    if old.id in successors(newer, read):
+        raise InvalidInputError("superseded_by", f"{newer.id} is already replaced by {old.id}; that would be a cycle")
+    return old.with_changes(superseded_by=newer.id)
+
+
+def restoration(record: MemoryRecord, read: Read) -> list[MemoryRecord]:
+    """What undoing ``record``'s supersession changes, the restored memory first: it is live again, and the
+    live memory at the end of its chain is now superseded by it, so one memory of the chain stays live."""
+    if not record.superseded:
+        raise InvalidInputError("id", f"{record.id} is not superseded; there is nothing to restore")
+    chain = successors(record, read)
+    head = read(chain[-1]) if chain else None
+    changed = [record.with_changes(superseded_by=None)]
+    if head is not None and not head.superseded and head.id != record.id:
+        changed.append(head.with_changes(superseded_by=record.id))
+    return changed
+
+
+def history(start: MemoryRecord, store: MemoryStore) -> list[MemoryRecord]:
+    """Every memory linked to ``start`` by supersession, in either direction, ordered by ``replaced_first``."""
+    seen: dict[str, MemoryRecord] = {start.id: start}
+    frontier = [start]
+    while frontier:
+        record = frontier.pop()
+        linked = store.replaced_by(record.user_id, record.id)
+        if record.superseded_by:
+            linked += list(store.get(record.user_id, [record.superseded_by]).values())
+        for other in linked:
+            if other.id not in seen:
+                seen[other.id] = other
+                frontier.append(other)
+    return replaced_first(seen)
+
+
+def replaced_first(records: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
+    """Order a supersession chain so each memory precedes the one that replaced it (then by age); the live
+    memory, replaced by none, comes last."""
+    waiting = dict.fromkeys(records, 0)
+    for record in records.values():
+        if record.superseded_by in waiting:
+            waiting[record.superseded_by] += 1
+    ready = sorted((r for r in records.values() if waiting[r.id] == 0), key=lambda r: (r.created_at, r.id))
+    ordered: list[MemoryRecord] = []
+    while ready:
+        record = ready.pop(0)
+        ordered.append(record)
+        successor = record.superseded_by
+        if successor is not None and successor in waiting:
+            waiting[successor] -= 1
+            if waiting[successor] == 0:
+                ready.append(records[successor])
+    placed = {r.id for r in ordered}
+    leftover = [r for r in records.values() if r.id not in placed]  # only a corrupt, cyclic chain leaves any
+    return ordered + sorted(leftover, key=lambda r: (r.created_at, r.id))
+
+
+def cycles(records: Mapping[str, MemoryRecord]) -> list[list[str]]:
+    """Each supersession cycle among ``records`` once, as the ids on it (what the doctor breaks)."""
+    found: list[list[str]] = []
+    done: set[str] = set()
+    for start in records:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current: str | None = start
+        while current is not None and current in records and current not in done and current not in on_path:
+            path.append(current)
+            on_path.add(current)
+            current = records[current].superseded_by
+        if current is not None and current in on_path:
+            found.append(path[path.index(current):])
+        done.update(path)
+    return found

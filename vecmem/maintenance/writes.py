@@ -1,0 +1,94 @@
+"""The one write path: every change to a memory goes to the store and to the retriever's in-memory copies
+together, so a search never ranks a copy that disagrees with the store.
+
+The bank writes through it (``add``, ``update``, ``forget``, imports), and so does each maintenance operation
+the bank hands it to (the doctor's repairs, the policy's archiving, supersession and review moves). Callers
+hold the bank's write lock around each call; this class takes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from vecmem.errors import InvalidInputError
+from vecmem.models import MemoryRecord, normalize_for_hash
+from vecmem.retrieval.keyword import memory_tokens
+from vecmem.retrieval.retriever import Retriever
+from vecmem.storage.access import AccessStats
+from vecmem.storage.base import MemoryStore
+
+__all__ = ["WritePath"]
+
+
+class WritePath:
+    """Writes to ``store`` that keep ``retriever`` and ``access`` in step; ``embed_documents`` embeds content."""
+
+    def __init__(self, store: MemoryStore, retriever: Retriever, access: AccessStats,
+                 embed_documents: Callable[[Sequence[str]], np.ndarray]) -> None:
+        self.store = store
+        self.retriever = retriever
+        self.access = access
+        self.embed_documents = embed_documents
+
+    def write(self, records: Sequence[MemoryRecord], *, vectors: np.ndarray | None = None, new: bool = False) -> None:
+        """Embed (unless ``vectors`` are given), tokenize and store records of any users: vector and keywords
+        in one write per user. ``new``: the ids are known not to be stored yet (nothing to move)."""
+        if not records:
+            return
+        if vectors is None:
+            vectors = self.embed_documents([r.content for r in records])
+        tokens = [memory_tokens(r) for r in records]
+        by_user: dict[str, list[int]] = {}
+        for index, record in enumerate(records):
+            by_user.setdefault(record.user_id, []).append(index)
+        for user, indexes in by_user.items():
+            written, words = [records[i] for i in indexes], [tokens[i] for i in indexes]
+            embedded = vectors[indexes]
+            self.store.upsert(user, written, embedded, words, new=new)
+            self.retriever.on_written(user, written, words, embedded)
+
+    def rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
+        """Store changed fields of memories whose content, tags and context (so vector and keywords) stay."""
+        self.store.update_metadata(user, records)
+        self.retriever.on_fields_changed(user, records)
+
+    def add(self, record: MemoryRecord) -> MemoryRecord | None:
+        """Store a new memory and return None; when its id is stored already, return the stored memory (with
+        its access statistics) if it says the same thing, and refuse the id otherwise."""
+        existing = self.store.get(record.user_id, [record.id]).get(record.id)
+        if existing is None:
+            self.write([record], new=True)
+            return None
+        if normalize_for_hash(existing.content) != normalize_for_hash(record.content):
+            raise InvalidInputError("id", f"{record.id} is already used by another memory; use update()")
+        return self.access.apply([existing])[0]
+
+    def update(self, record: MemoryRecord, changes: Mapping[str, object]) -> MemoryRecord:
+        """``record`` with ``changes`` applied and stored: re-embedded and re-indexed when its words or its type
+        (so its collection) changed, its fields rewritten when only they did, untouched when nothing did."""
+        updated = record.with_changes(**changes)
+        if (updated.content, updated.tags, updated.context, updated.type) != (
+            record.content, record.tags, record.context, record.type
+        ):
+            self.write([updated])
+        elif updated != record:
+            self.rewrite_fields(updated.user_id, [updated])
+        return updated
+
+    def delete(self, record: MemoryRecord) -> None:
+        """Delete a memory for good: its row, its access statistics and the retriever's copies of it."""
+        self.store.delete(record.user_id, [record.id])
+        self.access.forget(record.user_id, [record.id])
+        self.retriever.on_forgotten(record.user_id, [record.id])
+
+    def reembed_all(self, users: Sequence[str], dimension: int, batch_size: int,
+                    progress: Callable[[int], None] | None) -> dict[str, int]:
+        """Re-embed every memory of these users (``vecmem reindex``), record the model for the store, and drop
+        the retriever's copies (built again from the new vectors). Returns memories per user."""
+        done = {user: self.store.rebuild(user, self.embed_documents, dimension, batch_size=batch_size,
+                                         progress=progress) for user in users}
+        self.store.finish_rebuild(dimension)
+        self.retriever.clear()
+        return done
