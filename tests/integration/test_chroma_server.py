@@ -1,9 +1,23 @@
 """The same MemoryBank code against a real `chroma run` server (VECMEM_CHROMA_URL)."""
 
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
 import pytest
+from chromadb import errors as chroma
 
 from tests.conftest import FakeEmbedder
-from vecmem import EmbeddingMismatchError, MemoryBank, Settings
+from vecmem import EmbeddingMismatchError, MemoryBank, Settings, StoreError
+from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.chroma_client import chroma_errors, open_client
+from vecmem.storage.chroma_layout import ChromaCollections
 
 
 @pytest.fixture
@@ -34,3 +48,49 @@ def test_model_record_and_reindex_over_http(server_settings):
     MemoryBank(server_settings, embedder=FakeEmbedder("other", 16), verify_model=False).reindex()
     moved = MemoryBank(server_settings, embedder=FakeEmbedder("other", 16))
     assert moved.search("kept across reindex", 1, user_id="reindexed")[0].content == "kept across reindex"
+
+
+def test_what_a_server_raises_is_mapped_by_type(chroma_server):
+    """chromadb's HTTP client reports some failures with other types than embedded Chroma does (an existing
+    collection or database: a bare ChromaError); the table in chroma_client.py covers both."""
+    database = f"errors-{uuid.uuid4().hex[:12]}"
+    client = open_client(url=chroma_server, database=database)  # the database is created: it was missing
+    assert open_client(url=chroma_server, database=database) is not None  # and found the second time
+    layout = ChromaCollections(client, "model", None)
+    first = layout.create("vecmem-race", {"k": 1})
+    assert layout.create("vecmem-race", {"k": 2}).id == first.id  # another client made it first: returned
+    with pytest.raises(chroma.ChromaError) as caught:
+        client.create_collection("vecmem-race", embedding_function=None)
+    assert type(caught.value) is chroma.ChromaError  # the generic type create_or_existing has to look behind
+    assert layout.get("vecmem-missing") is None
+    first.add(ids=["a"], embeddings=np.ones((1, 4), dtype=np.float32))
+    with pytest.raises(StoreError, match="run `vecmem reindex`"), chroma_errors("writing", sends_vectors=True):
+        first.upsert(ids=["b"], embeddings=np.ones((1, 8), dtype=np.float32))
+
+
+def test_a_server_that_goes_away_is_a_store_error(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "chroma"), "run", "--path", str(tmp_path / "data"),
+                               "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).read()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "chroma run did not start"
+                time.sleep(0.2)
+        store = ChromaStore(model_name=FakeEmbedder().name, url=url)
+        assert store.count("someone") == 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with pytest.raises(StoreError, match="cannot reach the Chroma server") as caught:
+        store.users()
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    store.close()

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,8 +15,10 @@ import pytest
 from tests.conftest import REPO, FakeEmbedder
 from tests.integration.conftest import cli_env, run_cli
 from tests.tally import count
-from vecmem import MemoryBank, Settings
+from vecmem import MemoryBank, MemoryRecord, Settings
 from vecmem.errors import StoreInUseError
+from vecmem.models import MEMORY_TYPES
+from vecmem.storage.chroma import ChromaStore
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +95,17 @@ def test_banks_and_threads_of_one_process_share_the_store(tmp_path):
     first.close()
     second.add("still open: the lock is shared until the last bank of the process closes")
     second.close()
+
+
+def test_a_store_searches_its_collections_at_once_on_threads_it_lets_go_of_on_close(tmp_path):
+    embedder = FakeEmbedder()
+    store = ChromaStore(model_name=embedder.name, path=tmp_path / "chroma")
+    records = [MemoryRecord(id=f"m-{kind}", content=f"a memory of type {kind}", type=kind, user_id="u") for kind in MEMORY_TYPES]
+    store.upsert("u", records, embedder.embed_documents([r.content for r in records]),
+                 [r.content.split() for r in records], new=True)
+    before = set(threading.enumerate())
+    ids, _ = store.nearest("u", embedder.embed_query("a memory"), 10)  # one search per type, at once
+    searchers = set(threading.enumerate()) - before
+    assert sorted(ids) == sorted(r.id for r in records) and searchers
+    store.close()
+    assert not any(thread.is_alive() for thread in searchers)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 ROUNDS = int(os.environ.get("VECMEM_CRASH_ROUNDS", "6"))
 PER_ROUND = 4_000  # more than a round can write before its kill
-BATCH = 256  # WRITE_BATCH in bank.py: what can be in flight at the moment of a kill
+BATCH = 256  # WRITE_BATCH in vecmem/maintenance/transfer.py: what can be in flight at the moment of a kill
 
 
 def _child(*args: str) -> subprocess.Popen:

@@ -2,14 +2,14 @@
 clearly, and only the filtered fields are metadata keys of their own."""
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from vecmem import MemoryRecord, StoreError
 from vecmem.storage.rows import from_row, to_metadata
 
-WHEN = datetime(2026, 3, 4, 5, 6, 7, 891_000, tzinfo=timezone.utc)
+WHEN = datetime(2026, 3, 4, 5, 6, 7, 891_000, tzinfo=UTC)
 
 
 def sample(**changes):

@@ -10,14 +10,12 @@ server, each client machine keeps its own table.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from datetime import datetime, timezone
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from vecmem.errors import StoreError
 from vecmem.models import MemoryRecord
+from vecmem.storage.sqlite import SQLiteFile
 
 __all__ = ["AccessStats"]
 
@@ -32,68 +30,42 @@ _CHUNK = 500  # ids per IN (...) query, inside SQLite's variable limit
 class AccessStats:
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the access statistics {path}: {exc}") from exc
-        self._lock = threading.Lock()
+        self._db = SQLiteFile(path, _SCHEMA, label="access statistics", timeout=30, synchronous="NORMAL")
 
-    def _execute(self, sql: str, rows: Sequence[tuple[object, ...]] | None = None) -> None:
-        with self._lock:
-            try:
-                if rows is None:
-                    self._db.execute(sql)
-                else:
-                    self._db.execute("BEGIN")
-                    self._db.executemany(sql, rows)
-                    self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(f"access statistics {self.path}: {exc}") from exc
+    def _write(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
+        with self._db.transaction(immediate=False) as db:
+            db.executemany(sql, rows)
 
     def record(self, records: Sequence[MemoryRecord], when: datetime) -> None:
         """Count one access of each record (its stored count is the start for a first access)."""
-        self._execute(
+        self._write(
             "INSERT INTO access (user_id, memory_id, count, last) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (user_id, memory_id) DO UPDATE SET count = count + 1, last = max(last, excluded.last)",
             [(r.user_id, r.id, r.access_count + 1, when.timestamp()) for r in records],
         )
 
     def forget(self, user_id: str, memory_ids: Iterable[str]) -> None:
-        self._execute("DELETE FROM access WHERE user_id = ? AND memory_id = ?",
-                      [(user_id, memory_id) for memory_id in memory_ids])
+        self._write("DELETE FROM access WHERE user_id = ? AND memory_id = ?",
+                    [(user_id, memory_id) for memory_id in memory_ids])
 
     def lookup(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, tuple[int, float]]:
         """{id: (access_count, last_accessed epoch)} of the memories that were ever returned by a search."""
         found: dict[str, tuple[int, float]] = {}
         ids = list(dict.fromkeys(memory_ids))
-        with self._lock:
-            try:
-                for start in range(0, len(ids), _CHUNK):
-                    chunk = ids[start : start + _CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    for memory_id, count, last in self._db.execute(
-                        f"SELECT memory_id, count, last FROM access WHERE user_id = ? AND memory_id IN ({marks})",
-                        (user_id, *chunk),
-                    ):
-                        found[memory_id] = (count, last)
-            except sqlite3.Error as exc:
-                raise StoreError(f"access statistics {self.path}: {exc}") from exc
+        with self._db.reading() as db:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for memory_id, count, last in db.execute(
+                    f"SELECT memory_id, count, last FROM access WHERE user_id = ? AND memory_id IN ({marks})",
+                    (user_id, *chunk),
+                ):
+                    found[memory_id] = (count, last)
         return found
 
     def lookup_all(self, user_id: str) -> list[str]:
         """Ids of every memory of the user that has statistics (``vecmem doctor`` looks for stale ones)."""
-        with self._lock:
-            try:
-                return [row[0] for row in self._db.execute("SELECT memory_id FROM access WHERE user_id = ?",
-                                                           (user_id,))]
-            except sqlite3.Error as exc:
-                raise StoreError(f"access statistics {self.path}: {exc}") from exc
+        return [row[0] for row in self._db.fetch("SELECT memory_id FROM access WHERE user_id = ?", (user_id,))]
 
     def apply(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """The records with their access statistics (records of one or several users)."""
@@ -104,15 +76,14 @@ class AccessStats:
         return [_with_stats(record, found[record.user_id].get(record.id)) for record in records]
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
 
 def _with_stats(record: MemoryRecord, stats: tuple[int, float] | None) -> MemoryRecord:
     if stats is None:
         return record
     count, last = stats
-    moment = datetime.fromtimestamp(last, timezone.utc)
+    moment = datetime.fromtimestamp(last, UTC)
     if record.last_accessed is not None:
         moment = max(moment, record.last_accessed)
     return MemoryRecord.trusted(**{**record.__dict__, "access_count": max(count, record.access_count),

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
-from vecmem.errors import StoreError
+from vecmem.storage.sqlite import SQLiteFile
 
 __all__ = ["ChangeFeed", "Changes", "RESET"]
 
@@ -64,15 +63,8 @@ class ChangeFeed:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.writer = uuid.uuid4().hex  # this feed object's writes, which its own reader has applied already
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a power cut may drop the last rows
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the change feed {path}: {exc}") from exc
-        self._lock = threading.Lock()
+        # WAL + synchronous NORMAL: a power cut may drop the last rows
+        self._db = SQLiteFile(path, _SCHEMA, label="change feed", timeout=30, synchronous="NORMAL")
         self._written = 0
 
     # ------------------------------------------------------------------------------------------ writing
@@ -102,56 +94,40 @@ class ChangeFeed:
 
     def _append(self, user_id: str, ids: Sequence[str], phase: int) -> None:
         rows = [(user_id, memory_id, self.writer, phase) for memory_id in ids]
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, ?, ?, ?)",
-                                     rows)
-                self._written += len(rows)
-                if self._written >= _PRUNE_EVERY:
-                    self._written = 0
-                    self._prune()
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(f"change feed {self.path}: {exc}") from exc
+        with self._db.transaction() as db:
+            db.executemany("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, ?, ?, ?)", rows)
+            self._written += len(rows)  # under the file's lock, as the transaction is
+            if self._written >= _PRUNE_EVERY:
+                self._written = 0
+                self._prune(db)
 
-    def _prune(self) -> None:
-        newest = self._db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
+    @staticmethod
+    def _prune(db: sqlite3.Connection) -> None:
+        """Drop the rows older than the newest KEEP_ROWS, noting how far (inside the caller's transaction)."""
+        newest = db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
         cut = newest - KEEP_ROWS
-        if cut > self._pruned_through():
-            self._db.execute("DELETE FROM changes WHERE seq <= ?", (cut,))
-            self._db.execute("INSERT INTO feed (key, value) VALUES ('pruned_through', ?) "
-                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (cut,))
-
-    def _pruned_through(self) -> int:
-        row = self._db.execute("SELECT value FROM feed WHERE key = 'pruned_through'").fetchone()
-        return int(row[0]) if row else 0
+        row = db.execute("SELECT value FROM feed WHERE key = 'pruned_through'").fetchone()
+        if cut > (int(row[0]) if row else 0):
+            db.execute("DELETE FROM changes WHERE seq <= ?", (cut,))
+            db.execute("INSERT INTO feed (key, value) VALUES ('pruned_through', ?) "
+                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (cut,))
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"change feed {self.path}: {exc}") from exc
-
     def head(self) -> int:
         """The newest row's number: a reader that copies the store after reading it misses nothing later."""
-        return int(self._rows("SELECT max(seq) FROM changes")[0][0] or 0)
+        return int(self._db.fetch("SELECT max(seq) FROM changes")[0][0] or 0)
 
     def others_wrote(self, user_id: str, since: int) -> bool:
         """Whether another writer touched the user's memories after row ``since``."""
-        return bool(self._rows("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
+        return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
                                (user_id, since, self.writer)))
 
     def unsettled(self, user_id: str, up_to: int) -> dict[str, int]:
         """{memory id: writes begun and not ended} among the rows up to ``up_to``: writes in flight when a
         reader copies the store, or whose writer died."""
         open_writes: dict[str, int] = {}
-        for memory_id, phase in self._rows(
+        for memory_id, phase in self._db.fetch(
             "SELECT memory_id, phase FROM changes WHERE user_id = ? AND seq <= ? ORDER BY seq", (user_id, up_to)
         ):
             _settle(open_writes, memory_id, +1 if phase == _BEGIN else -1)
@@ -160,10 +136,10 @@ class ChangeFeed:
     def since(self, user_id: str, seen: int) -> Changes:
         """Other writers' changes to the user's memories after row ``seen``. This reader's own finished
         writes are left out (the bank applied them to its copy itself); its failed ones are not."""
-        pruned = self._rows("SELECT value FROM feed WHERE key = 'pruned_through'")
+        pruned = self._db.fetch("SELECT value FROM feed WHERE key = 'pruned_through'")
         if pruned and seen < int(pruned[0][0]):
             return Changes(seen=self.head(), rebuild=True)
-        rows = self._rows("SELECT seq, memory_id, writer, phase FROM changes WHERE user_id = ? AND seq > ? "
+        rows = self._db.fetch("SELECT seq, memory_id, writer, phase FROM changes WHERE user_id = ? AND seq > ? "
                           "ORDER BY seq", (user_id, seen))
         changes = Changes(seen=rows[-1][0] if rows else seen)
         for _, memory_id, writer, phase in rows:
@@ -180,8 +156,7 @@ class ChangeFeed:
         return changes
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
 
 def _settle(open_writes: dict[str, int], memory_id: str, step: int) -> None:

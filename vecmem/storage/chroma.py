@@ -1,18 +1,10 @@
-"""The Chroma-backed memory store. The only module that imports chromadb.
+"""The Chroma-backed memory store: reads and writes of memories, embedded (a folder) or on a Chroma server.
 
-Layout
-------
-* One collection per user and memory type (``vecmem-u-<hash of user_id>-<type>``). Memories of different
-  users live in different HNSW indexes, so no query or filter mistake can return another user's memory; and a
-  type filter (a coding request wants preferences and instructions) is a choice of collections instead of
-  Chroma's where-filter, which costs 140 to 300 ms at 100,000 memories against 2 ms for a plain search.
-* A ``vecmem-registry`` collection whose metadata records the store's embedding model and dimension; every
-  user collection records them too. Chroma ignores metadata passed for an existing collection, so vecmem
-  compares them itself and raises ``EmbeddingMismatchError`` on a change.
-* Cosine space; similarity is ``1 - cosine distance``. Embeddings are always supplied by vecmem
-  (``embedding_function=None``), so Chroma's own default model is never loaded. Telemetry is off.
-* A store written before the per-type layout (one ``vecmem-u-<hash>`` collection per user) is split into it
-  the first time the user is opened; the old collection is dropped only once every row was copied.
+Its parts: ``chroma_client.py`` opens the client and is the only module that imports chromadb, turning what
+it raises into vecmem's errors; ``chroma_layout.py`` names the collections (one per user and memory type),
+keeps the registry of the embedding model, repairs a user's layout on first open and reindexes;
+``chroma_search.py`` splits a nearest-neighbour search into Chroma calls. Similarity is ``1 - cosine
+distance``.
 
 Rows (``rows.py``) keep a memory's fields in the metadata together with its keyword tokens (``keywords``),
 written in the same call as the vector, so the keyword index is always rebuilt from the store.
@@ -24,97 +16,29 @@ call, so other banks' in-memory copies learn which memories to re-read.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
-import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
-from urllib.parse import urlparse
+from typing import Any, TypeVar
 
 import numpy as np
 
+from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
+from vecmem.models import MemoryFilter, MemoryRecord
+from vecmem.storage.base import IndexedRow, RawRow
 from vecmem.storage.changes import ChangeFeed
-from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError, VecmemError
-from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
+from vecmem.storage.chroma_client import DEFAULT_DATABASE, chroma_errors, open_client
+from vecmem.storage.chroma_layout import ChromaCollections, collection_name, model_of, pages, user_key
+from vecmem.storage.chroma_search import filtered_search, plan_searches
 from vecmem.storage.rows import from_row, to_metadata, where_clause
 
 __all__ = ["ChromaStore", "where_clause"]
 
-_USER_PREFIX = "vecmem-u-"
-_DEFAULT_DATABASE = "default_database"  # Chroma's own default
-_REGISTRY = "vecmem-registry"
-_REBUILD_SUFFIX = "-reindex"
-_SCHEMA_VERSION = 2  # 1: one collection per user; 2: one per user and type
-_PAGE = 1000  # rows per Chroma get() page when scanning a collection
-# An id-restricted search either reads the allowed ids' vectors and compares them here, or asks HNSW to search
-# only among them. Measured on two cores: reading costs about 0.6 ms + 0.05 ms an id; a restricted HNSW search
-# about 1.5 ms + 0.1 ms per (collection size / allowed ids), up to about 45 ms (20 ids among 50,000), because
-# the graph walk must pass many disallowed nodes to find allowed ones. The cheaper one is chosen per collection.
-_READ_MS, _READ_MS_PER_ID = 0.6, 0.05
-_RESTRICTED_MS, _RESTRICTED_MS_PER_SPARSITY, _RESTRICTED_MS_MOST = 1.5, 0.1, 45.0
-_FETCH_AT_MOST = 32  # without the collection's size, read the vectors of up to this many ids
-_RECHECK_MISSING_S = 5.0  # without a change feed: how long a missing collection is believed missing
-_RESTRICT_CHUNK = 50_000  # ids per id-restricted query (90,000 at once worked; stay well inside the limits)
-
-
-def _user_key(user_id: str) -> str:
-    # Chroma names allow [a-zA-Z0-9._-] only, so the user id is hashed and kept in the collection metadata.
-    return _USER_PREFIX + hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:32]
-
-
-def _collection_name(user_id: str, memory_type: str) -> str:
-    return f"{_user_key(user_id)}-{memory_type}"
-
-
-@contextlib.contextmanager
-def _chroma_errors(action: str) -> Iterator[None]:
-    """Convert whatever Chroma raises into StoreError, keeping vecmem's own errors as they are."""
-    try:
-        yield
-    except VecmemError:
-        raise
-    except Exception as exc:  # chromadb raises ChromaError subclasses, ValueError, httpx errors, ...
-        message = str(exc) or type(exc).__name__
-        if "dimension" in message.lower():
-            message += " (the embedding model changed its output size; run `vecmem reindex`)"
-        raise StoreError(f"{action} failed: {message}") from exc
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _search_pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vecmem-search")
-        return _POOL
-
-
-def _ensure_database(chromadb: Any, settings_class: Any, host: str, port: int, https: bool, database: str) -> None:
-    """Create the server's database when it does not exist yet (one server can hold many vecmem stores)."""
-    admin = chromadb.AdminClient(settings_class(
-        anonymized_telemetry=False, chroma_api_impl="chromadb.api.fastapi.FastAPI", chroma_server_host=host,
-        chroma_server_http_port=port, chroma_server_ssl_enabled=https,
-    ))
-    try:
-        admin.get_database(database)
-    except Exception as exc:  # NotFoundError on recent servers; older ones say so in the message
-        if "not found" not in str(exc).lower() and "does not exist" not in str(exc).lower() and \
-                type(exc).__name__ != "NotFoundError":
-            raise
-        admin.create_database(database)
-
-
-def _read_is_cheaper(allowed: int, collection_size: int | None) -> bool:
-    """Whether reading ``allowed`` vectors beats an HNSW search restricted to them (see the costs above)."""
-    if collection_size is None:
-        return allowed <= _FETCH_AT_MOST
-    sparsity = collection_size / max(allowed, 1)
-    restricted = _RESTRICTED_MS + min(_RESTRICTED_MS_MOST, _RESTRICTED_MS_PER_SPARSITY * sparsity)
-    return _READ_MS + _READ_MS_PER_ID * allowed < restricted
+_SEARCH_THREADS = 4  # collections searched at once (an untyped search reads four)
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+_user_key = user_key  # the first layout's collection name, for tests that write a store in that layout
 
 
 def _zip_rows(rows: Mapping[str, Any], *fields: str) -> Iterator[tuple[Any, ...]]:
@@ -124,7 +48,7 @@ def _zip_rows(rows: Mapping[str, Any], *fields: str) -> Iterator[tuple[Any, ...]
 class ChromaStore:
     """Memories of many users in Chroma, embedded (a folder) or on a Chroma server (a URL)."""
 
-    collection_name = staticmethod(_collection_name)  # for tools that open a user's collection directly
+    collection_name = staticmethod(collection_name)  # for tools that open a user's collection directly
 
     def __init__(
         self,
@@ -132,57 +56,48 @@ class ChromaStore:
         model_name: str,
         path: Path | None = None,
         url: str | None = None,
-        database: str = _DEFAULT_DATABASE,
+        database: str = DEFAULT_DATABASE,
         changes: ChangeFeed | None = None,
     ) -> None:
         if (path is None) == (url is None):
-            raise ValueError("give exactly one of path or url")
+            raise InvalidInputError("path", "give exactly one of a store folder (path) or a Chroma server (url)")
         self.model_name = model_name
         self.changes = changes
         if url is None:
             self.location = str(path)
         else:
-            self.location = url if database == _DEFAULT_DATABASE else f"{url} (database {database})"
-        self._client = self._connect(path, url, database)
-        self._collections: dict[str, dict[str, Any]] = {}  # user -> {type: collection} of those that exist
-        self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
-        self._lock = threading.RLock()
+            self.location = url if database == DEFAULT_DATABASE else f"{url} (database {database})"
+        self._layout = ChromaCollections(open_client(path=path, url=url, database=database), model_name, changes)
+        self._pool: ThreadPoolExecutor | None = None  # created on the first search that reads several collections
+        self._pool_lock = threading.Lock()
 
-    @staticmethod
-    def _connect(path: Path | None, url: str | None, database: str) -> Any:
-        try:
-            import chromadb
-            from chromadb.config import Settings as ChromaSettings
-        except ImportError as exc:  # pragma: no cover - chromadb is a hard dependency
-            raise StoreError(f"chromadb is not installed: {exc}") from exc
-        chroma_settings = ChromaSettings(anonymized_telemetry=False)
-        if url is not None:
-            parsed = urlparse(url)
-            https = parsed.scheme == "https"
-            port = parsed.port or (443 if https else 8000)
-            host = parsed.hostname or "localhost"
-            with _chroma_errors(f"connecting to the Chroma server at {url}"):
-                if database != _DEFAULT_DATABASE:
-                    _ensure_database(chromadb, ChromaSettings, host, port, https, database)
-                return chromadb.HttpClient(host=host, port=port, ssl=https, settings=chroma_settings,
-                                           database=database)
-        assert path is not None
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the store folder {path}: {exc}") from exc
-        with _chroma_errors(f"opening the store in {path}"):
-            return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+    @property
+    def _client(self) -> Any:  # the raw Chroma client, for tests that recreate what a crash leaves behind
+        return self._layout.client
 
-    # ----------------------------------------------------------------------------------------- model record
+    def close(self) -> None:
+        """Stop the search threads. The Chroma client stays open: chromadb shares one per folder or server
+        among every store of the process, so closing it here would close it under other banks."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _map(self, work: Callable[[_Item], _Result], items: Sequence[_Item]) -> list[_Result]:
+        """``work`` on every item, at once when there are several (Chroma releases the GIL while it searches)."""
+        if len(items) <= 1:
+            return [work(item) for item in items]
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_SEARCH_THREADS, thread_name_prefix="vecmem-search")
+            pool = self._pool
+        return list(pool.map(work, items))
+
+    # ----------------------------------------------------------------------------------------- layout
 
     def stored_model(self) -> tuple[str, int] | None:
         """(model name, dimension) the store was built with, or None for a store that has never been written."""
-        registry = self._get_collection(_REGISTRY)
-        if registry is None:
-            return None
-        meta = registry.metadata or {}
-        return str(meta.get("embed_model", "")), int(meta.get("embed_dim", 0) or 0)
+        return self._layout.stored_model()
 
     def check_model(self) -> None:
         """Raise EmbeddingMismatchError when the store was built with a different model."""
@@ -190,51 +105,13 @@ class ChromaStore:
         if stored is not None and stored[0] != self.model_name:
             raise EmbeddingMismatchError(stored[0], stored[1], self.model_name)
 
-    def _record_model(self, dimension: int, *, replace: bool = False) -> None:
-        """Create the registry for a new store; ``replace`` (reindex only) moves it to the current model."""
-        metadata = {"embed_model": self.model_name, "embed_dim": dimension, "vecmem_schema": _SCHEMA_VERSION}
-        with _chroma_errors("recording the embedding model"):
-            registry = self._client.get_or_create_collection(_REGISTRY, metadata=metadata, embedding_function=None)
-            stored = registry.metadata or {}
-            if stored == metadata:
-                return
-            if stored.get("embed_model") != self.model_name and not replace:
-                raise EmbeddingMismatchError(
-                    str(stored.get("embed_model")), int(stored.get("embed_dim", 0) or 0), self.model_name
-                )
-            registry.modify(metadata=metadata)
+    def users(self) -> list[str]:
+        """Every user id that has a collection in this store."""
+        return self._layout.users()
 
-    # ----------------------------------------------------------------------------------------- collections
-
-    def _get_collection(self, name: str) -> Any | None:
-        try:
-            return self._client.get_collection(name, embedding_function=None)
-        except Exception as exc:
-            if "does not exist" in str(exc) or type(exc).__name__ in ("NotFoundError", "CollectionNotFoundError"):
-                return None
-            raise StoreError(f"reading collection {name} failed: {exc}") from exc
-
-    def _create_collection(self, name: str, metadata: dict[str, Any]) -> Any:
-        try:
-            return self._client.create_collection(
-                name, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
-            )
-        except Exception as exc:
-            if "already exists" in str(exc):  # another bank of this process (or a server client) just made it
-                existing = self._get_collection(name)
-                if existing is not None:
-                    return existing
-            raise StoreError(f"creating collection {name} failed: {exc}") from exc
-
-    def _user_metadata(self, user_id: str, dimension: int, memory_type: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "vecmem_user": user_id,
-            "vecmem_type": memory_type,
-            "embed_model": self.model_name,
-            "embed_dim": dimension,
-            "vecmem_schema": _SCHEMA_VERSION,
-            **extra,
-        }
+    def refresh(self, user_id: str) -> None:
+        """Forget which collections of the user exist (another bank or server client may have made one since)."""
+        self._layout.refresh(user_id)
 
     def _typed(
         self,
@@ -246,111 +123,7 @@ class ChromaStore:
     ) -> dict[str, Any]:
         """The user's collections for ``types`` (all four when None) that exist; with a dimension (a write),
         the missing ones are created."""
-        wanted = MEMORY_TYPES if types is None else tuple(types)
-        with self._lock:
-            known = self._collections.get(user_id)
-            if known is not None and any(t not in known for t in wanted) and self._may_have_new(user_id):
-                known = None  # another bank may have created the missing ones since
-            if known is None:
-                self._resolved[user_id] = self._moment()
-                self._split_legacy(user_id)
-                known = {}
-                for memory_type in MEMORY_TYPES:
-                    name = _collection_name(user_id, memory_type)
-                    collection = self._get_collection(name) or self._finish_interrupted_rebuild(name)
-                    if collection is not None:
-                        known[memory_type] = collection
-                self._collections[user_id] = known
-            if create_with_dimension is not None:
-                missing = [t for t in wanted if t not in known]
-                if missing:
-                    self._record_model(create_with_dimension)
-                for memory_type in missing:
-                    known[memory_type] = self._create_collection(
-                        _collection_name(user_id, memory_type),
-                        self._user_metadata(user_id, create_with_dimension, memory_type),
-                    )
-            found = {t: known[t] for t in wanted if t in known}
-        if verify:
-            for collection in found.values():
-                meta = collection.metadata or {}
-                stored = str(meta.get("embed_model", ""))
-                if stored != self.model_name:
-                    raise EmbeddingMismatchError(stored, int(meta.get("embed_dim", 0) or 0), self.model_name)
-        return found
-
-    def refresh(self, user_id: str) -> None:
-        """Forget which collections of the user exist (another bank or server client may have made one since)."""
-        with self._lock:
-            self._collections.pop(user_id, None)
-
-    def _moment(self) -> float:
-        """Where the store's history stands: the change feed's newest row, or (no feed) the time."""
-        return float(self.changes.head()) if self.changes is not None else time.monotonic()
-
-    def _may_have_new(self, user_id: str) -> bool:
-        """Whether a collection missing from what was found for this user may exist by now:
-        another bank wrote since (by the change feed), or, without one, the last look is older than
-        _RECHECK_MISSING_S. A write of this process creates what it needs itself."""
-        resolved = self._resolved.get(user_id, 0.0)
-        if self.changes is not None:
-            return self.changes.others_wrote(user_id, int(resolved))
-        return time.monotonic() - resolved >= _RECHECK_MISSING_S
-
-    def _split_legacy(self, user_id: str) -> None:
-        """Move a one-collection-per-user store (schema 1) into the per-type layout, rows with their vectors."""
-        legacy = self._get_collection(_user_key(user_id))
-        if legacy is None:
-            return
-        meta = legacy.metadata or {}
-        dimension = int(meta.get("embed_dim", 0) or 0)
-        targets: dict[str, Any] = {}
-        with _chroma_errors(f"moving the memories of user {user_id!r} to the per-type layout"):
-            offset = 0
-            while True:
-                rows = legacy.get(limit=_PAGE, offset=offset, include=["documents", "metadatas", "embeddings"])
-                by_type: dict[str, list[int]] = {}
-                for position, metadata in enumerate(rows["metadatas"]):
-                    by_type.setdefault((metadata or {}).get("type", "fact"), []).append(position)
-                for memory_type, positions in by_type.items():
-                    if memory_type not in targets:
-                        name = _collection_name(user_id, memory_type)
-                        targets[memory_type] = self._get_collection(name) or self._create_collection(
-                            name, {**self._user_metadata(user_id, dimension, memory_type),
-                                   "embed_model": meta.get("embed_model", self.model_name)},
-                        )
-                    targets[memory_type].upsert(
-                        ids=[rows["ids"][p] for p in positions],
-                        embeddings=np.asarray([rows["embeddings"][p] for p in positions], dtype=np.float32),
-                        documents=[rows["documents"][p] for p in positions],
-                        metadatas=[rows["metadatas"][p] for p in positions],
-                    )
-                if len(rows["ids"]) < _PAGE:
-                    break
-                offset += _PAGE
-            self._client.delete_collection(legacy.name)  # only now: every row is in its new home
-        self._announce_reset(user_id)
-
-    def _finish_interrupted_rebuild(self, name: str) -> Any | None:
-        """A reindex that died between dropping the old collection and renaming the new one left it complete."""
-        rebuilt = self._get_collection(name + _REBUILD_SUFFIX)
-        if rebuilt is None or not (rebuilt.metadata or {}).get("vecmem_rebuild_complete"):
-            return None
-        with _chroma_errors("finishing an interrupted reindex"):
-            rebuilt.modify(name=name)
-            return self._client.get_collection(name, embedding_function=None)
-
-    def users(self) -> list[str]:
-        """Every user id that has a collection in this store."""
-        with _chroma_errors("listing users"):
-            collections = self._client.list_collections()
-        found = set()
-        for collection in collections:
-            name = collection.name
-            meta = collection.metadata or {}
-            if name.startswith(_USER_PREFIX) and not name.endswith(_REBUILD_SUFFIX) and "vecmem_user" in meta:
-                found.add(str(meta["vecmem_user"]))
-        return sorted(found)
+        return self._layout.typed(user_id, types, create_with_dimension=create_with_dimension, verify=verify)
 
     # ----------------------------------------------------------------------------------------- reads
 
@@ -367,9 +140,7 @@ class ChromaStore:
         return {i: (record, vector) for i, (record, vector, _) in  # type: ignore[misc]
                 self._read(user_id, ids, type_of, embeddings=True).items()}
 
-    def get_indexed(
-        self, user_id: str, ids: Sequence[str]
-    ) -> dict[str, tuple[MemoryRecord, np.ndarray, list[str] | None]]:
+    def get_indexed(self, user_id: str, ids: Sequence[str]) -> dict[str, IndexedRow]:
         """The memories with these ids, their embeddings and their stored keyword tokens (None when written
         before they existed), looking in collections another bank may have created since: what re-reads
         another bank's writes."""
@@ -382,15 +153,8 @@ class ChromaStore:
     def scan_vectors(self, user_id: str, page: int = 5_000) -> Iterator[tuple[list[str], np.ndarray]]:
         """Every stored embedding of the user, a page (ids, matrix) at a time."""
         for collection in self._typed(user_id).values():
-            offset = 0
-            while True:
-                with _chroma_errors("reading embeddings"):
-                    rows = collection.get(limit=page, offset=offset, include=["embeddings"])
-                if rows["ids"]:
-                    yield list(rows["ids"]), np.asarray(rows["embeddings"], dtype=np.float32)
-                if len(rows["ids"]) < page:
-                    break
-                offset += page
+            for rows in pages(collection, ["embeddings"], "reading embeddings", size=page):
+                yield list(rows["ids"]), np.asarray(rows["embeddings"], dtype=np.float32)
 
     def vectors(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str]) -> dict[str, np.ndarray]:
         """The stored embeddings of these memories (ids without a type in ``type_of`` are skipped), one read
@@ -403,13 +167,14 @@ class ChromaStore:
 
         def one(item: tuple[str, list[str]]) -> list[tuple[str, np.ndarray]]:
             memory_type, wanted = item
-            with _chroma_errors("reading embeddings"):
+            with chroma_errors("reading embeddings"):
                 rows = collections[memory_type].get(ids=wanted, include=["embeddings"])
+            if not rows["ids"]:  # none of them is stored there (a memory that moved to another type)
+                return []
             matrix = np.asarray(rows["embeddings"], dtype=np.float32).reshape(len(rows["ids"]), -1)
             return list(zip(rows["ids"], matrix, strict=True))
 
-        items = list(plan.items())
-        results = [one(items[0])] if len(items) == 1 else list(_search_pool().map(one, items))
+        results = self._map(one, list(plan.items()))
         return {memory_id: vector for result in results for memory_id, vector in result}
 
     def _read(
@@ -426,7 +191,7 @@ class ChromaStore:
         include = ["documents", "metadatas", "embeddings"] if embeddings else ["documents", "metadatas"]
         found: dict[str, tuple[MemoryRecord, np.ndarray | None, list[str] | None]] = {}
         for memory_type, wanted in plan.items():
-            with _chroma_errors("reading memories"):
+            with chroma_errors("reading memories"):
                 rows = collections[memory_type].get(ids=wanted, include=include)
             vectors = rows["embeddings"] if embeddings else [None] * len(rows["ids"])
             for memory_id, document, metadata, vector in zip(
@@ -443,25 +208,21 @@ class ChromaStore:
         self.refresh(user_id)  # a collection another process created since counts too
         total = 0
         for collection in self._typed(user_id, verify=False).values():
-            with _chroma_errors("counting memories"):
+            with chroma_errors("counting memories"):
                 total += int(collection.count())
         return total
 
-    def _pages(self, collection: Any, where: dict[str, Any] | None, action: str) -> Iterator[tuple[Any, ...]]:
-        offset = 0
-        while True:
-            with _chroma_errors(action):
-                rows = collection.get(where=where, limit=_PAGE, offset=offset, include=["documents", "metadatas"])
+    @staticmethod
+    def _rows(collection: Any, action: str, where: dict[str, Any] | None = None) -> Iterator[tuple[Any, ...]]:
+        """(id, document, metadata) of every row of a collection that passes ``where``."""
+        for rows in pages(collection, ["documents", "metadatas"], action, where=where):
             yield from _zip_rows(rows, "documents", "metadatas")
-            if len(rows["ids"]) < _PAGE:
-                return
-            offset += _PAGE
 
     def scan(self, user_id: str, memory_filter: MemoryFilter) -> Iterator[MemoryRecord]:
         """Every memory of the user that passes the filter, page by page."""
         where = where_clause(memory_filter)
         for collection in self._typed(user_id, memory_filter.types, verify=False).values():
-            for memory_id, document, metadata in self._pages(collection, where, "listing memories"):
+            for memory_id, document, metadata in self._rows(collection, "listing memories", where):
                 record = from_row(memory_id, document, metadata)
                 if memory_filter.matches(record):
                     yield record
@@ -469,32 +230,29 @@ class ChromaStore:
     def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
         """Every memory of the user with its stored keyword tokens (None when written before they existed)."""
         for collection in self._typed(user_id, verify=False).values():
-            for memory_id, document, metadata in self._pages(collection, None, "reading the keyword index"):
+            for memory_id, document, metadata in self._rows(collection, "reading the keyword index"):
                 stored = (metadata or {}).get("keywords")
                 yield from_row(memory_id, document, metadata), None if stored is None else stored.split()
 
-    def raw_rows(self, user_id: str) -> Iterator[tuple[str, str, str | None, dict[str, Any] | None]]:
+    def raw_rows(self, user_id: str) -> Iterator[RawRow]:
         """Every row of the user as stored: (collection's type, id, document, metadata), unread ones included
         (what ``vecmem doctor`` examines)."""
         for memory_type, collection in self._typed(user_id, verify=False).items():
-            for memory_id, document, metadata in self._pages(collection, None, "examining the store"):
+            for memory_id, document, metadata in self._rows(collection, "examining the store"):
                 yield memory_type, memory_id, document, metadata
 
     def collection_models(self, user_id: str) -> dict[str, tuple[str, int]]:
         """{type: (embedding model, dimension)} as each of the user's collections records it."""
-        found = {}
-        for memory_type, collection in self._typed(user_id, verify=False).items():
-            meta = collection.metadata or {}
-            found[memory_type] = (str(meta.get("embed_model", "")), int(meta.get("embed_dim", 0) or 0))
-        return found
+        return {memory_type: model_of(collection.metadata)
+                for memory_type, collection in self._typed(user_id, verify=False).items()}
 
     def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
         """The memories whose ``superseded_by`` points at ``memory_id``."""
         return [
             from_row(row_id, document, metadata)
             for collection in self._typed(user_id, verify=False).values()
-            for row_id, document, metadata in self._pages(
-                collection, {"superseded_by": memory_id}, "reading the supersession history"
+            for row_id, document, metadata in self._rows(
+                collection, "reading the supersession history", {"superseded_by": memory_id}
             )
         ]
 
@@ -511,40 +269,13 @@ class ChromaStore:
         """Ids and cosine similarities of the ``n_results`` nearest memories of ``types`` (all when None), best
         first; with ``among`` (type -> ids), a search restricted to those ids. ``sizes`` (type -> how
         many memories its collection holds, from the keyword index's catalogue) lets a restricted search pick
-        its cheaper way; without it, only a few ids are compared here.
-
-        Only ids and distances: asking Chroma for documents and metadata too costs three times as much for
-        a few hundred neighbours. The caller filters (retrieval.py) and fetches the few it keeps.
-        """
+        its cheaper way (``chroma_search.py``); without it, only a few ids are compared here."""
         if n_results <= 0:
             return [], []
-        vector = [np.asarray(embedding, dtype=np.float32)]
-        calls: list[tuple[Any, Sequence[str] | None, int | None]] = []
-        for memory_type, collection in self._typed(user_id, types).items():
-            if among is None:
-                calls.append((collection, None, None))
-            else:
-                allowed = among.get(memory_type, ())
-                size = None if sizes is None else sizes.get(memory_type)
-                calls.extend((collection, allowed[i : i + _RESTRICT_CHUNK], size)
-                             for i in range(0, len(allowed), _RESTRICT_CHUNK))
-
-        def one(call: tuple[Any, Sequence[str] | None, int | None]) -> list[tuple[float, str]]:
-            collection, chunk, size = call
-            if chunk is not None and _read_is_cheaper(len(chunk), size):
-                with _chroma_errors("searching memories"):
-                    rows = collection.get(ids=list(chunk), include=["embeddings"])
-                if not rows["ids"]:
-                    return []
-                cosines = np.asarray(rows["embeddings"], dtype=np.float32) @ vector[0]
-                return [(1.0 - float(c), i) for i, c in zip(rows["ids"], cosines, strict=True)]
-            with _chroma_errors("searching memories"):
-                rows = collection.query(query_embeddings=vector, n_results=n_results, ids=chunk, include=["distances"])
-            return [(float(d), i) for i, d in zip(rows["ids"][0], rows["distances"][0], strict=True)]
-
-        # several collections (an untyped search reads four) are searched at once: Chroma releases the GIL
-        results = [one(calls[0])] if len(calls) == 1 else list(_search_pool().map(one, calls))
-        found = sorted(pair for result in results for pair in result)
+        vector = np.asarray(embedding, dtype=np.float32)
+        searches = plan_searches(self._typed(user_id, types), among, sizes)
+        found = sorted(pair for result in self._map(lambda search: search.run(vector, n_results), searches)
+                       for pair in result)
         return [i for _, i in found[:n_results]], [1.0 - d for d, _ in found[:n_results]]
 
     def query(
@@ -552,24 +283,7 @@ class ChromaStore:
     ) -> list[tuple[MemoryRecord, float]]:
         """Up to ``n_results`` nearest memories passing the filter, with Chroma's where-filter (exact, but at
         100,000 memories 60 times slower than ``nearest``; retrieval.py does not use it)."""
-        vector = [np.asarray(embedding, dtype=np.float32)]
-        found: list[tuple[MemoryRecord, float]] = []
-        for collection in self._typed(user_id, memory_filter.types).values():
-            with _chroma_errors("searching memories"):
-                rows = collection.query(
-                    query_embeddings=vector,
-                    n_results=n_results,
-                    where=where_clause(memory_filter),
-                    include=["documents", "metadatas", "distances"],
-                )
-            for memory_id, document, metadata, distance in zip(
-                rows["ids"][0], rows["documents"][0], rows["metadatas"][0], rows["distances"][0], strict=True
-            ):
-                record = from_row(memory_id, document, metadata)
-                if memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
-                    found.append((record, 1.0 - float(distance)))
-        found.sort(key=lambda pair: -pair[1])
-        return found[:n_results]
+        return filtered_search(self._typed(user_id, memory_filter.types), embedding, n_results, memory_filter)
 
     # ----------------------------------------------------------------------------------------- writes
 
@@ -591,7 +305,7 @@ class ChromaStore:
             return
         self._check_owner(user_id, records)
         if len(keywords) != len(records):
-            raise ValueError("one token list per record")
+            raise InvalidInputError("keywords", f"{len(keywords)} token lists for {len(records)} records")
         vectors = np.asarray(embeddings, dtype=np.float32)
         by_type: dict[str, list[int]] = {}
         for position, record in enumerate(records):
@@ -600,7 +314,7 @@ class ChromaStore:
         with self._announced(user_id, [r.id for r in records]):
             for memory_type, positions in by_type.items():
                 batch = [records[p] for p in positions]
-                with _chroma_errors("writing memories"):
+                with chroma_errors("writing memories", sends_vectors=True):
                     collections[memory_type].upsert(
                         ids=[r.id for r in batch],
                         embeddings=vectors[positions],
@@ -612,7 +326,7 @@ class ChromaStore:
                 for memory_type, collection in self._typed(user_id, verify=False).items():
                     stale = [r.id for r in records if r.type != memory_type]
                     if stale:
-                        with _chroma_errors("moving memories between types"):
+                        with chroma_errors("moving memories between types"):
                             collection.delete(ids=stale)
 
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
@@ -624,7 +338,7 @@ class ChromaStore:
         with self._announced(user_id, [r.id for r in records]):
             for memory_type, collection in collections.items():
                 batch = [r for r in records if r.type == memory_type]
-                with _chroma_errors("updating memories"):
+                with chroma_errors("updating memories"):
                     collection.update(ids=[r.id for r in batch], metadatas=[to_metadata(r) for r in batch])
         missing = {r.type for r in records} - set(collections)
         if missing:
@@ -635,15 +349,11 @@ class ChromaStore:
             return
         with self._announced(user_id, ids):
             for collection in self._typed(user_id, verify=False).values():
-                with _chroma_errors("deleting memories"):
+                with chroma_errors("deleting memories"):
                     collection.delete(ids=list(ids))
 
     def _announced(self, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self.changes is None else self.changes.writing(user_id, ids)
-
-    def _announce_reset(self, user_id: str) -> None:
-        if self.changes is not None:
-            self.changes.reset(user_id)
 
     @staticmethod
     def _check_owner(user_id: str, records: Sequence[MemoryRecord]) -> None:
@@ -662,61 +372,10 @@ class ChromaStore:
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Re-embed every memory of a user into fresh collections, swapping each in; returns the count.
-
-        An old collection stays untouched until its new one is complete; if the process dies after the old
-        one is dropped, the next open finds the complete rebuild and renames it into place.
-        """
-        copied = 0
-        for memory_type, old in self._typed(user_id, verify=False).items():
-            name = _collection_name(user_id, memory_type)
-            staging_name = name + _REBUILD_SUFFIX
-            with _chroma_errors(f"reindexing user {user_id!r}"):
-                if self._get_collection(staging_name) is not None:
-                    self._client.delete_collection(staging_name)
-                staging = self._create_collection(
-                    staging_name, self._user_metadata(user_id, dimension, memory_type, vecmem_rebuild_complete=False)
-                )
-                try:
-                    copied += self._copy_embedded(old, staging, embed_documents, batch_size, progress)
-                except BaseException:
-                    self._client.delete_collection(staging_name)  # the old collection was never touched
-                    raise
-                staging.modify(metadata=self._user_metadata(user_id, dimension, memory_type,
-                                                            vecmem_rebuild_complete=True))
-                self._client.delete_collection(name)
-                staging.modify(name=name)
-                renamed = self._client.get_collection(name, embedding_function=None)
-                renamed.modify(metadata=self._user_metadata(user_id, dimension, memory_type))
-        self.refresh(user_id)
-        self._announce_reset(user_id)
-        return copied
-
-    @staticmethod
-    def _copy_embedded(
-        source: Any,
-        target: Any,
-        embed_documents: Callable[[Sequence[str]], np.ndarray],
-        batch_size: int,
-        progress: Callable[[int], None] | None,
-    ) -> int:
-        copied = offset = 0
-        while True:
-            rows = source.get(limit=batch_size, offset=offset, include=["documents", "metadatas"])
-            if rows["ids"]:
-                target.add(
-                    ids=rows["ids"],
-                    embeddings=np.asarray(embed_documents(rows["documents"]), dtype=np.float32),
-                    documents=rows["documents"],
-                    metadatas=rows["metadatas"],
-                )
-                copied += len(rows["ids"])
-                if progress is not None:
-                    progress(len(rows["ids"]))
-            if len(rows["ids"]) < batch_size:
-                return copied
-            offset += batch_size
+        """Re-embed every memory of a user into fresh collections, swapping each in; returns the count
+        (``ChromaCollections.rebuild`` says how a crash midway is survived)."""
+        return self._layout.rebuild(user_id, embed_documents, dimension, batch_size=batch_size, progress=progress)
 
     def finish_rebuild(self, dimension: int) -> None:
         """After every user is rebuilt, record the new model for the whole store."""
-        self._record_model(dimension, replace=True)
+        self._layout.record_model(dimension, replace=True)

@@ -14,7 +14,7 @@ so the filter is one equality test. No chromadb import: this is plain data.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from vecmem.errors import StoreError
@@ -77,8 +77,8 @@ def from_row(memory_id: str, document: str | None, metadata: dict[str, Any] | No
             tags=tuple(meta.get("tags") or ()),
             importance=float(meta.get("importance", 0.5)),
             scope=str(meta.get("scope", "global")),
-            created_at=datetime.fromtimestamp(float(meta.get("created_at", 0.0)), timezone.utc),
-            last_accessed=None if last_accessed <= 0 else datetime.fromtimestamp(last_accessed, timezone.utc),
+            created_at=datetime.fromtimestamp(float(meta.get("created_at", 0.0)), UTC),
+            last_accessed=None if last_accessed <= 0 else datetime.fromtimestamp(last_accessed, UTC),
             access_count=int(meta.get("access_count", 0)),
             source=str(meta.get("source", "manual")),
             confidence=float(meta.get("confidence", 1.0)),

@@ -2,7 +2,7 @@
 the write gate's decision log, summary bookkeeping and hit-rate counters.
 
 It lives in one SQLite file, ``VECMEM_HOME/sessions.sqlite3`` (also when memories live on a Chroma server),
-so a chat can be stopped and resumed with ``--session``. (sqlite3 is imported here and in access.py.)
+so a chat can be stopped and resumed with ``--session``.
 
 A user turn is stored with a status: ``pending`` until the write step has run for it, then ``kept`` (the gate
 kept it and its memories were written) or ``dropped`` (the gate dropped it). A turn whose write step failed
@@ -11,16 +11,13 @@ kept it and its memories were written) or ``dropped`` (the gate dropped it). A t
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
-import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
 
-from vecmem.errors import InvalidInputError, StoreError
+from vecmem.errors import InvalidInputError
+from vecmem.storage.sqlite import SQLiteFile
 
 __all__ = ["SessionStore", "StoredTurn", "Task", "LoggedDecision", "SessionCounters"]
 
@@ -45,7 +42,7 @@ CREATE TABLE IF NOT EXISTS counters (
 
 
 def _now() -> float:
-    return datetime.now(timezone.utc).timestamp()
+    return datetime.now(UTC).timestamp()
 
 
 @dataclass(frozen=True)
@@ -106,58 +103,27 @@ class SessionStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the session store {path}: {exc}") from exc
-        self._lock = threading.Lock()
+        self._db = SQLiteFile(path, _SCHEMA, label="session store")  # SQLite's default sync: FULL
 
-    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"session store {self.path}: {exc}") from exc
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """Statements run atomically under the store's lock."""
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"session store {self.path}: {exc}") from exc
+    def close(self) -> None:
+        self._db.close()
 
     # ------------------------------------------------------------------------------------------ turns
 
     def add_turn(self, user_id: str, session_id: str, role: str, content: str, status: str = "pending") -> int:
-        with self._lock:
-            try:
-                cursor = self._db.execute(
-                    "INSERT INTO turns (user_id, session_id, role, content, status, created_at) VALUES (?,?,?,?,?,?)",
-                    (user_id, session_id, role, content, status, _now()),
-                )
-            except sqlite3.Error as exc:
-                raise StoreError(f"session store {self.path}: {exc}") from exc
-        return int(cursor.lastrowid or 0)
+        return self._db.insert(
+            "INSERT INTO turns (user_id, session_id, role, content, status, created_at) VALUES (?,?,?,?,?,?)",
+            (user_id, session_id, role, content, status, _now()),
+        )
 
     def set_status(self, turn_id: int, status: str) -> None:
-        self._run("UPDATE turns SET status = ? WHERE id = ?", (status, turn_id))
+        self._db.fetch("UPDATE turns SET status = ? WHERE id = ?", (status, turn_id))
 
     def recent_turns(self, user_id: str, session_id: str, exchanges: int) -> list[StoredTurn]:
         """The last ``exchanges`` user messages and the answers that followed them, oldest first."""
         if exchanges <= 0:
             return []
-        rows = self._run(
+        rows = self._db.fetch(
             "SELECT id FROM turns WHERE user_id = ? AND session_id = ? AND role = 'user' ORDER BY id DESC LIMIT ?",
             (user_id, session_id, exchanges),
         )
@@ -165,7 +131,7 @@ class SessionStore:
             return []
         return [
             StoredTurn(*row)
-            for row in self._run(
+            for row in self._db.fetch(
                 "SELECT id, role, content, status FROM turns WHERE user_id = ? AND session_id = ? AND id >= ? "
                 "ORDER BY id",
                 (user_id, session_id, rows[-1][0]),
@@ -173,12 +139,12 @@ class SessionStore:
         ]
 
     def has_history(self, user_id: str) -> bool:
-        return bool(self._run("SELECT 1 FROM turns WHERE user_id = ? LIMIT 1", (user_id,)))
+        return bool(self._db.fetch("SELECT 1 FROM turns WHERE user_id = ? LIMIT 1", (user_id,)))
 
     def pending_turns(self, user_id: str, session_id: str) -> list[StoredTurn]:
         return [
             StoredTurn(*row)
-            for row in self._run(
+            for row in self._db.fetch(
                 "SELECT id, role, content, status FROM turns WHERE user_id = ? AND session_id = ? "
                 "AND role = 'user' AND status = 'pending' ORDER BY id",
                 (user_id, session_id),
@@ -187,7 +153,7 @@ class SessionStore:
 
     def reply_to(self, turn_id: int) -> str | None:
         """The assistant's answer right after a user turn, if there was one."""
-        rows = self._run(
+        rows = self._db.fetch(
             "SELECT role, content FROM turns WHERE id > ? AND session_id = (SELECT session_id FROM turns WHERE id = ?) "
             "AND user_id = (SELECT user_id FROM turns WHERE id = ?) ORDER BY id LIMIT 1",
             (turn_id, turn_id, turn_id),
@@ -197,7 +163,7 @@ class SessionStore:
     def turns_since(self, user_id: str, session_id: str, turn_id: int) -> list[StoredTurn]:
         return [
             StoredTurn(*row)
-            for row in self._run(
+            for row in self._db.fetch(
                 "SELECT id, role, content, status FROM turns WHERE user_id = ? AND session_id = ? AND id > ? "
                 "ORDER BY id",
                 (user_id, session_id, turn_id),
@@ -207,7 +173,7 @@ class SessionStore:
     # ------------------------------------------------------------------------------------------ working memory
 
     def task(self, user_id: str, session_id: str) -> Task | None:
-        rows = self._run(
+        rows = self._db.fetch(
             "SELECT goal, steps, results FROM tasks WHERE user_id = ? AND session_id = ?", (user_id, session_id)
         )
         if not rows:
@@ -219,7 +185,7 @@ class SessionStore:
         goal = goal.strip()
         if not goal:
             raise InvalidInputError("task", "give the goal of the task")
-        self._run(
+        self._db.fetch(
             "INSERT OR REPLACE INTO tasks (user_id, session_id, goal, steps, results, started_at) VALUES (?,?,?,?,?,?)",
             (user_id, session_id, goal, "[]", "[]", _now()),
         )
@@ -234,7 +200,7 @@ class SessionStore:
             raise InvalidInputError("task", "say what was done or found")
         steps = task.steps + ((text,) if step is not None else ())
         results = task.results + ((text,) if result is not None else ())
-        self._run(
+        self._db.fetch(
             "UPDATE tasks SET steps = ?, results = ? WHERE user_id = ? AND session_id = ?",
             (json.dumps(steps, ensure_ascii=False), json.dumps(results, ensure_ascii=False), user_id, session_id),
         )
@@ -244,7 +210,7 @@ class SessionStore:
         task = self.task(user_id, session_id)
         if task is None:
             raise InvalidInputError("task", "no task in progress")
-        self._run("DELETE FROM tasks WHERE user_id = ? AND session_id = ?", (user_id, session_id))
+        self._db.fetch("DELETE FROM tasks WHERE user_id = ? AND session_id = ?", (user_id, session_id))
         return task
 
     # ------------------------------------------------------------------------------------------ gate log
@@ -252,7 +218,7 @@ class SessionStore:
     def log_decision(
         self, user_id: str, session_id: str, *, text: str, kept: bool, stage: str, memory_type: str | None, reason: str
     ) -> None:
-        self._run(
+        self._db.fetch(
             "INSERT INTO decisions (user_id, session_id, text, kept, stage, memory_type, reason, created_at) "
             "VALUES (?,?,?,?,?,?,?,?)",
             (user_id, session_id, text, int(kept), stage, memory_type, reason, _now()),
@@ -262,20 +228,20 @@ class SessionStore:
         """The most recent gate decisions, newest last."""
         where, params = ("user_id = ?", (user_id,)) if session_id is None else (
             "user_id = ? AND session_id = ?", (user_id, session_id))
-        rows = self._run(
+        rows = self._db.fetch(
             f"SELECT session_id, text, kept, stage, memory_type, reason, created_at FROM decisions WHERE {where} "
             "ORDER BY id DESC LIMIT ?",
             (*params, limit),
         )
         return [
-            LoggedDecision(s, text, bool(kept), stage, memory_type, reason, datetime.fromtimestamp(at, timezone.utc))
+            LoggedDecision(s, text, bool(kept), stage, memory_type, reason, datetime.fromtimestamp(at, UTC))
             for s, text, kept, stage, memory_type, reason, at in reversed(rows)
         ]
 
     # ------------------------------------------------------------------------------------------ summaries, hits
 
     def counters(self, user_id: str, session_id: str) -> SessionCounters:
-        rows = self._run(
+        rows = self._db.fetch(
             "SELECT kept_turns, local_summaries, injected, used FROM counters WHERE user_id = ? AND session_id = ?",
             (user_id, session_id),
         )
@@ -286,17 +252,17 @@ class SessionStore:
 
     def hit_totals(self, user_id: str) -> tuple[int, int]:
         """(memories injected, of those used by the answer) over every session of the user."""
-        rows = self._run("SELECT coalesce(sum(injected), 0), coalesce(sum(used), 0) FROM counters WHERE user_id = ?",
+        rows = self._db.fetch("SELECT coalesce(sum(injected), 0), coalesce(sum(used), 0) FROM counters WHERE user_id = ?",
                          (user_id,))
         return int(rows[0][0]), int(rows[0][1])
 
     def _ensure_counters(self, user_id: str, session_id: str) -> None:
-        self._run("INSERT OR IGNORE INTO counters (user_id, session_id) VALUES (?, ?)", (user_id, session_id))
+        self._db.fetch("INSERT OR IGNORE INTO counters (user_id, session_id) VALUES (?, ?)", (user_id, session_id))
 
     def note_kept_turn(self, user_id: str, session_id: str, memory_ids: list[str]) -> int:
         """Count a kept turn and remember the memories it wrote for the next local summary; returns the count."""
         self._ensure_counters(user_id, session_id)
-        with self._transaction() as db:
+        with self._db.transaction() as db:
             db.execute(
                 "UPDATE counters SET kept_turns = kept_turns + 1 WHERE user_id = ? AND session_id = ?",
                 (user_id, session_id),
@@ -308,7 +274,7 @@ class SessionStore:
         return self.counters(user_id, session_id).kept_turns
 
     def window_memories(self, user_id: str, session_id: str) -> list[str]:
-        rows = self._run(
+        rows = self._db.fetch(
             "SELECT memory_id FROM window_memories WHERE user_id = ? AND session_id = ? ORDER BY rowid",
             (user_id, session_id),
         )
@@ -317,7 +283,7 @@ class SessionStore:
     def note_local_summary(self, user_id: str, session_id: str, summary_id: str) -> int:
         """Record a local summary and start a new window; returns how many local summaries the session has."""
         summaries = (*self.counters(user_id, session_id).local_summaries, summary_id)
-        with self._transaction() as db:
+        with self._db.transaction() as db:
             db.execute(
                 "UPDATE counters SET local_summaries = ? WHERE user_id = ? AND session_id = ?",
                 (json.dumps(summaries), user_id, session_id),
@@ -327,7 +293,7 @@ class SessionStore:
 
     def record_hits(self, user_id: str, session_id: str, *, injected: int, used: int) -> SessionCounters:
         self._ensure_counters(user_id, session_id)
-        self._run(
+        self._db.fetch(
             "UPDATE counters SET injected = injected + ?, used = used + ? WHERE user_id = ? AND session_id = ?",
             (injected, used, user_id, session_id),
         )
