@@ -13,7 +13,8 @@ MAX_MODULE_LINES = 400  # DESIGN.md: a module past ~400 lines is split along a s
 
 # Each third-party SDK is imported by exactly one module, where its errors are mapped onto vecmem's tree.
 SDK_HOME = {
-    "chromadb": "storage/chroma.py",
+    "chromadb": "storage/chroma_client.py",
+    "httpx": "storage/chroma_client.py",
     "openai": "agent/llm.py",
     "sentence_transformers": "retrieval/embedders.py",
     "tiktoken": "retrieval/budget.py",

@@ -16,8 +16,9 @@ What every implementation promises:
   first, ties broken by id.
 * **The model record.** The first write records the embedding model's name and dimension; ``check_model``
   raises ``EmbeddingMismatchError`` when the store was built with another model.
-* **Errors from the tree.** Failures are ``StoreError`` (or a subclass); a record of another user is
-  ``InvalidInputError``; nothing else escapes.
+* **Errors from the tree.** Failures of the store itself are ``StoreError`` (or a subclass); a record of
+  another user is ``InvalidInputError``. vecmem's own bugs and what a callback raises (the embedder given to
+  ``rebuild``) propagate as they are: they are not the store's failures.
 """
 
 from __future__ import annotations
