@@ -54,7 +54,7 @@ browser:
 
 # The fast lane: unit tests on the in-memory store and the conformance suite's in-memory half; no real Chroma,
 # no model, no server.
-FAST_MARKERS ?= not chroma and not integration
+FAST_MARKERS ?= not slow
 check: lint typecheck contracts fast
 
 lint: install

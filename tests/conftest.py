@@ -1,8 +1,20 @@
-"""Shared fixtures: a deterministic fake embedder, a settable clock, and banks on real Chroma in tmp_path."""
+"""Shared fixtures: a deterministic fake embedder, a settable clock, and banks on a store of the test's own.
+
+Which store a bank gets (``store_kind``): in tests/unit, the in-memory store (``InMemoryStore``, milliseconds a
+test) unless the test or its module is marked ``chroma`` (it needs what only real Chroma has: the store's folder,
+the change-feed file beside it, the process lock, rows damaged in Chroma, held vectors, crashes, concurrency) or
+``embedded_only``; those get embedded Chroma in tmp_path, as every test outside tests/unit does. Modules marked
+``both_stores`` run each test on the in-memory store, on embedded Chroma and on a real `chroma run` server
+(``stores(...)`` names the kinds). Every run on real Chroma carries the ``chroma`` marker, and it, the real
+model (``integration``) and long runs marked ``slow`` by hand are ``slow``: the fast lane, well under a minute, is
+``pytest tests/unit tests/conformance -m "not slow"``.
+``VECMEM_TEST_STORE=embedded`` puts every unit test back on embedded Chroma (to tell a store difference from a bug).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import socket
 import subprocess
@@ -10,18 +22,20 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import datetime, timedelta, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
 
 from vecmem import MemoryBank, Settings
+from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.memory import InMemoryStore
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_FILE = REPO / "data" / "seed_memories.jsonl"
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 VENV_BIN = Path(sys.executable).parent
 
 _TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]", re.IGNORECASE)
@@ -89,17 +103,52 @@ def clock() -> Clock:
     return Clock()
 
 
+UNIT = REPO / "tests" / "unit"
+# each store kind as a parametrization; those on real Chroma carry the `chroma` marker (not in the fast lane)
+STORE_KINDS = {"memory": "memory", "embedded": pytest.param("embedded", marks=pytest.mark.chroma),
+               "server": pytest.param("server", marks=pytest.mark.chroma)}
+
+
 def pytest_generate_tests(metafunc) -> None:
-    """Tests marked ``both_stores`` run twice: on an embedded store and on a real `chroma run` server (unless
-    marked ``embedded_only``: what only an embedded store has, a folder, the change feed)."""
-    marked = metafunc.definition.get_closest_marker("both_stores")
-    if marked and not metafunc.definition.get_closest_marker("embedded_only") and "settings" in metafunc.fixturenames:
-        metafunc.parametrize("store_kind", ["embedded", "server"], indirect=True)
+    """Tests marked ``both_stores`` run on the in-memory store, on an embedded store and on a real `chroma run`
+    server; ``stores("memory", "embedded")`` names the kinds instead. Those also marked ``chroma`` (what Chroma
+    itself does) run on the Chroma kinds among them only, and those marked ``embedded_only`` (what only an
+    embedded store has: a folder, the change feed) once, embedded."""
+    definition = metafunc.definition
+    if definition.get_closest_marker("embedded_only") or "settings" not in metafunc.fixturenames:
+        return
+    named = definition.get_closest_marker("stores")
+    kinds = list(named.args) if named else list(STORE_KINDS) if definition.get_closest_marker("both_stores") else []
+    if definition.get_closest_marker("chroma"):
+        kinds = [kind for kind in kinds if kind != "memory"]
+    if kinds:
+        metafunc.parametrize("store_kind", [STORE_KINDS[kind] for kind in kinds], indirect=True)
+
+
+def _on_chroma_by_default(item: pytest.Item) -> bool:
+    """Whether a test that does not choose its store kind gets embedded Chroma rather than the in-memory store."""
+    return (item.get_closest_marker("chroma") is not None or item.get_closest_marker("embedded_only") is not None
+            or UNIT not in Path(str(item.path)).parents or os.environ.get("VECMEM_TEST_STORE") == "embedded")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on embedded Chroma by default (``embedded_only``) is marked ``chroma`` too; every test on real
+    Chroma or the real model (``integration``) is marked ``slow``, so the fast lane (``-m "not slow"``) leaves
+    them out."""
+    for item in items:
+        if item.get_closest_marker("embedded_only") is not None and item.get_closest_marker("chroma") is None:
+            item.add_marker(pytest.mark.chroma)
+        if item.get_closest_marker("slow") is None and (
+                item.get_closest_marker("chroma") is not None or item.get_closest_marker("integration") is not None):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
 def store_kind(request) -> str:
-    return getattr(request, "param", "embedded")
+    """"memory", "embedded" or "server": the parametrization's, else the test's default (module docstring)."""
+    if hasattr(request, "param"):
+        return str(request.param)
+    return "embedded" if _on_chroma_by_default(request.node) else "memory"
 
 
 @pytest.fixture
@@ -147,14 +196,36 @@ def chroma_server(tmp_path_factory):
             process.kill()
 
 
+class MemoryStores:
+    """The in-memory stores of one test, one per home folder: every bank opened on a home shares its store, as
+    banks opened on one embedded Chroma folder share it, each bank with a client and a change feed of its own
+    (``VECMEM_HOME/changes.sqlite3``, as embedded banks have), so each sees the others' writes exactly."""
+
+    def __init__(self) -> None:
+        self.by_home: dict[Path, InMemoryStore] = {}
+
+    def client(self, home: Path, model_name: str) -> InMemoryStore:
+        shared = self.by_home.setdefault(home.resolve(), InMemoryStore(model_name=model_name, location=str(home)))
+        return shared.sharing(model_name=model_name, changes=ChangeFeed(home / "changes.sqlite3"))
+
+
 @pytest.fixture
-def make_bank(settings: Settings, clock: Clock):
-    """Open (or reopen) a bank on the test's store; keyword arguments override the defaults."""
+def memory_stores() -> MemoryStores:
+    return MemoryStores()
+
+
+@pytest.fixture
+def make_bank(settings: Settings, clock: Clock, store_kind: str, memory_stores: MemoryStores):
+    """Open (or reopen) a bank on the test's store; keyword arguments override the defaults. On the "memory"
+    kind the bank gets the in-memory store of its settings' home (unless given a store or a Chroma server)."""
 
     def factory(**overrides) -> MemoryBank:
-        options = {"embedder": FakeEmbedder(), "clock": clock}
-        options.update(overrides)
-        return MemoryBank(overrides.pop("settings", settings), **{k: v for k, v in options.items() if k != "settings"})
+        bank_settings = overrides.pop("settings", settings)
+        options = {"embedder": FakeEmbedder(), "clock": clock, **overrides}
+        embedder = options["embedder"]
+        if store_kind == "memory" and "store" not in options and not bank_settings.chroma_url and embedder:
+            options["store"] = memory_stores.client(bank_settings.home, embedder.name)
+        return MemoryBank(bank_settings, **options)
 
     return factory
 
@@ -191,7 +262,7 @@ def make_agent(make_bank, settings, tmp_path):
     from vecmem.agent.memory_agent import MemoryAgent
     from vecmem.storage.sessions import SessionStore
 
-    def factory(model=None, session="s1", user=None, bank=None, **changes) -> "MemoryAgent":
+    def factory(model=None, session="s1", user=None, bank=None, **changes) -> MemoryAgent:
         bank = bank or make_bank(settings=settings.with_changes(**changes))
         return MemoryAgent(bank, SessionStore(tmp_path / "sessions.sqlite3"), model=model, session_id=session,
                            user_id=user)

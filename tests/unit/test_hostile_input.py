@@ -21,6 +21,7 @@ from tests.conftest import FakeEmbedder
 from tests.tally import count
 from vecmem import MemoryBank, Settings
 from vecmem.errors import VecmemError
+from vecmem.storage.memory import InMemoryStore
 
 EXAMPLES = int(os.environ.get("VECMEM_FUZZ_EXAMPLES", "120"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -42,10 +43,14 @@ TAGS = st.one_of(st.just(()), st.lists(TEXT, max_size=40), st.just("not-a-list")
                  st.just([1, 2]))
 
 
-@pytest.fixture(scope="module")
-def bank():
+@pytest.fixture(scope="module", params=["memory", pytest.param("embedded", marks=pytest.mark.chroma)])
+def bank(request):
+    """One bank per store kind for the module: the in-memory store, and embedded Chroma (what hostile text does
+    to Chroma's where-filters and SQLite is the point of running there too)."""
     folder = Path(tempfile.mkdtemp(prefix="vecmem-fuzz-"))
-    with MemoryBank(Settings(home=folder / "home"), embedder=FakeEmbedder()) as opened:
+    embedder = FakeEmbedder()
+    store = InMemoryStore(model_name=embedder.name) if request.param == "memory" else None
+    with MemoryBank(Settings(home=folder / "home"), embedder=embedder, store=store) as opened:
         opened.add("the user keeps otters", memory_id="keep-1")
         opened.add("the user speaks Chinese", memory_id="keep-2", session_id="s1")
         yield opened

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -38,6 +39,8 @@ from tests.conftest import Clock, FakeEmbedder
 from tests.tally import count
 from vecmem import MemoryBank, Settings
 from vecmem.errors import InvalidInputError, NotFoundError
+from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.memory import InMemoryStore
 
 USERS = ("alice", "bob", "carol")
 SESSIONS = ("s1", "s2")
@@ -59,6 +62,7 @@ def _visible(memory: Expected, session: str | None) -> bool:
 
 class IsolationMachine(RuleBasedStateMachine):
     chroma_url: str | None = None  # set by the server variant below
+    in_memory = False  # set by the in-memory variant: the banks share an InMemoryStore, each with its feed
     bank_count = 2
 
     def __init__(self) -> None:
@@ -68,7 +72,12 @@ class IsolationMachine(RuleBasedStateMachine):
         if self.chroma_url is not None:
             store = store.with_changes(chroma_url=self.chroma_url, chroma_database=f"props-{uuid.uuid4().hex[:16]}")
         embedder, clock = FakeEmbedder(dimension=32), Clock()
-        self.banks = [MemoryBank(store, embedder=embedder, clock=clock) for _ in range(self.bank_count)]
+        shared = InMemoryStore(model_name=embedder.name) if self.in_memory else None
+        self.banks = [
+            MemoryBank(store, embedder=embedder, clock=clock,
+                       store=None if shared is None else shared.sharing(changes=ChangeFeed(store.home / "changes.sqlite3")))
+            for _ in range(self.bank_count)
+        ]
         self.model: dict[str, dict[str, Expected]] = {user: {} for user in USERS}
         self.clock = clock
 
@@ -206,9 +215,20 @@ RUN = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 IsolationMachine.TestCase.settings = RUN
-TestIsolation = IsolationMachine.TestCase
+TestIsolation = pytest.mark.chroma(IsolationMachine.TestCase)
 
 
+class InMemoryIsolation(IsolationMachine):
+    """The same sequences through two banks sharing one in-memory store (the fast lane's run of them)."""
+
+    in_memory = True
+
+
+InMemoryIsolation.TestCase.settings = RUN
+TestIsolationInMemory = InMemoryIsolation.TestCase
+
+
+@pytest.mark.chroma
 def test_isolation_on_a_chroma_server(chroma_server):
     """The same sequences on a real `chroma run` server, through one client: a server has no change feed, so
     a second client's copy would learn of supersessions only at its next count check (see the README)."""
