@@ -4,9 +4,10 @@ Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blen
 importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
 """
 
+from vecmem.agent.conflict import Written
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, OpenAIChatModel
-from vecmem.agent.memory_agent import MemoryAgent, TurnResult
+from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
 from vecmem.bank import MemoryBank, content_id
 from vecmem.config import BudgetShares, RankWeights, Settings
 from vecmem.errors import (
@@ -19,22 +20,33 @@ from vecmem.errors import (
     LLMError,
     NotFoundError,
     StoreError,
+    StoreInUseError,
     VecmemError,
 )
+from vecmem.maintenance.doctor import DoctorReport, Finding
+from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.models import (
     MEMORY_TYPES,
     SOURCES,
+    STATUSES,
     Hit,
     ImportReport,
     MemoryFilter,
     MemoryRecord,
+    MemorySource,
+    MemoryStatus,
+    MemoryType,
     PromptPack,
     StoreStats,
     Turn,
 )
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
-from vecmem.storage.sessions import SessionStore, Task
+from vecmem.storage.base import MemoryStore
+from vecmem.storage.changes import ChangeFeed, Changes
+from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.memory import InMemoryStore
+from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task
 
 __version__ = "0.1.0"
 
@@ -42,8 +54,22 @@ __all__ = [
     "MemoryBank",
     "MemoryAgent",
     "TurnResult",
+    "TurnWrite",
+    "HitReport",
+    "Written",
     "SessionStore",
     "Task",
+    "StoredTurn",
+    "LoggedDecision",
+    "SessionCounters",
+    "MemoryStore",
+    "InMemoryStore",
+    "ChangeFeed",
+    "Changes",
+    "ChromaStore",
+    "DoctorReport",
+    "Finding",
+    "PruneCandidate",
     "GateDecision",
     "ChatModel",
     "OpenAIChatModel",
@@ -64,14 +90,19 @@ __all__ = [
     "PromptPack",
     "ImportReport",
     "StoreStats",
+    "MemoryType",
+    "MemorySource",
+    "MemoryStatus",
     "MEMORY_TYPES",
     "SOURCES",
+    "STATUSES",
     "VecmemError",
     "ConfigError",
     "InvalidInputError",
     "NotFoundError",
     "StoreError",
     "EmbeddingMismatchError",
+    "StoreInUseError",
     "EmbeddingError",
     "LLMError",
     "ExtractionError",
