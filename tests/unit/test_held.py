@@ -5,10 +5,12 @@ import random
 import numpy as np
 import pytest
 
-import vecmem.retrieval.retriever as retrieval
+import vecmem.retrieval.replica as replica
 from tests.conftest import FakeEmbedder
 from vecmem.errors import StoreError
 from vecmem.retrieval.held import HeldVectors
+
+pytestmark = pytest.mark.chroma  # held vectors are loaded from and checked against real Chroma
 
 WORDS = "heron crane stork ibis egret swan goose duck teal wigeon".split()
 
@@ -33,7 +35,7 @@ def stocked_pair(make_bank, monkeypatch):
     _stock(held)
     held.warm_up()
     assert held._retriever.hold_vectors("default")
-    monkeypatch.setattr(retrieval, "HOLD_AT_MOST_BYTES", 0)  # the second one never holds
+    monkeypatch.setattr(replica, "HOLD_AT_MOST_BYTES", 0)  # the second one never holds
     reading = make_bank(embedder=embedder)
     reading.warm_up()
     assert reading._retriever._current("default").vectors is None

@@ -99,7 +99,7 @@ def test_the_delta_scores_exactly_like_bm25s_and_merges():
     query = [(tokenize("w1 w2 w2 w39"), 1.0)]
     reference = whole.search(query, MemoryFilter(), 200)
     # the formula used for the delta, applied to the main memories, gives bm25s's own scores
-    formula = whole._delta_scores(query[0][0], range(0, 200))
+    formula = whole.snapshot().delta_scores(query[0][0], range(0, 200))
     for memory_id, score in reference.top:
         assert formula[whole._slot[memory_id]] == pytest.approx(score, rel=1e-5)
     growing = index_of(*docs[:150], min_merge=1000)
@@ -120,3 +120,21 @@ def test_weighted_query_parts_average_their_scores():
     assert both.score_of("b") == pytest.approx(3 * both.score_of("a"))
     assert index.search([([], 1.0)], MemoryFilter(), 5).top == []
     assert KeywordIndex().search([(["x"], 1.0)], MemoryFilter(), 5).top == []
+
+
+def test_the_english_stopwords_are_bm25s_own():
+    from bm25s.stopwords import STOPWORDS_EN
+
+    from vecmem.retrieval.tokenize import EN_STOPWORDS
+
+    assert frozenset(STOPWORDS_EN) == EN_STOPWORDS
+
+
+def test_every_han_block_is_split_alike_by_retrieval_and_the_hit_rate():
+    """Extension A and the compatibility block count as Chinese too (text.py), in keywords and in the hit rate."""
+    from vecmem.agent.memory_agent import _terms
+
+    extension_a, compatibility = "\u3400\u3401", "\uf900\uf901"
+    text = f"{extension_a} {compatibility} 中文"
+    assert {extension_a, compatibility, "中文"} <= set(tokenize(text))
+    assert {extension_a, compatibility, "中文"} <= _terms(text)

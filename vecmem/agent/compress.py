@@ -20,12 +20,13 @@ from vecmem.agent import rules
 from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.models import MemoryRecord, Turn
 from vecmem.agent.schemas import SummaryReply, validate_reply
+from vecmem.text import CJK_RUN
 
 __all__ = ["Summarizer", "MAX_SUMMARY_UNITS"]
 
 MAX_SUMMARY_UNITS = 100
 _TYPE_ORDER = {"instruction": 0, "preference": 1, "fact": 2, "conclusion": 3}
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CJK = CJK_RUN  # vecmem/text.py's one definition of Chinese text: a search finds any Han character
 
 LOCAL_PROMPT = """Summarise this stretch of a conversation for the assistant's long-term memory in at most
 100 words (or 100 Chinese characters), in the language the user mostly used.

@@ -36,6 +36,7 @@ from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel
 from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
 from vecmem.storage.sessions import SessionCounters, SessionStore
+from vecmem.text import char_bigrams, cjk_runs
 
 __all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
 
@@ -91,15 +92,14 @@ class TurnResult:
 
 
 _LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9+#.\-]{2,}")
-_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
 _IGNORED_TERMS = {"the", "user", "user's", "and", "for", "with", "that", "this", "用户"}
 
 
 def _terms(text: str) -> set[str]:
     lowered = text.lower()
     terms = {word.strip(".-") for word in _LATIN_WORD.findall(lowered)} - _IGNORED_TERMS
-    for run in _CJK_RUN.findall(lowered.replace("用户", " ")):
-        terms.update(run[i : i + 2] for i in range(len(run) - 1))
+    for run in cjk_runs(lowered.replace("用户", " ")):  # Chinese terms: character bigrams, as retrieval's
+        terms.update(char_bigrams(run))
     return terms
 
 

@@ -19,6 +19,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from vecmem.text import has_cjk
+
 __all__ = [
     "Classification",
     "classify",
@@ -345,7 +347,7 @@ def rewrite_first_person(sentence: str) -> str:
     "I prefer tabs" -> "The user prefers tabs"; what the rules cannot rewrite is quoted: 'The user said: "..."'.
     """
     text = _REMEMBER_PREFIX.sub("", sentence.strip()) or sentence.strip()
-    if not re.search(r"[\u4e00-\u9fff]", text):
+    if not has_cjk(text):
         return _rewrite_english(text)
     text = _TRAILING_PARTICLES.sub("", text.rstrip("。！？；!?; ")).rstrip("，, ")
     if text.startswith(("我们团队", "我们公司", "我们项目", "我们组")):

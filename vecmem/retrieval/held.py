@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -51,17 +51,20 @@ class HeldVectors:
         if not len(memory_ids):
             return
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = matrix / np.where(norms > 0, norms, 1.0)  # cosine, as Chroma's cosine space computes it
+        unit = matrix / np.where(norms > 0, norms, 1.0)  # cosine, as Chroma's cosine space computes it
         with self._lock:
-            for memory_id, vector in zip(memory_ids, matrix, strict=True):
+            for memory_id, vector in zip(memory_ids, unit, strict=True):
                 row = self._rows.get(memory_id)
-                if row is not None:
-                    if not unless_held:
-                        self._matrix[row] = vector  # type: ignore[index]
+                if row is not None and unless_held:
                     continue
-                row = self._free.pop() if self._free else self._new_row(vector.shape[0])
-                self._matrix[row] = vector  # type: ignore[index]
-                self._rows[memory_id] = row
+                if row is None:
+                    row = self._free.pop() if self._free else self._new_row(vector.shape[0])
+                    self._rows[memory_id] = row
+                self._rows_matrix()[row] = vector
+
+    def _rows_matrix(self) -> np.ndarray:
+        assert self._matrix is not None, "a row is handed out only once the matrix exists"
+        return self._matrix
 
     def _new_row(self, dimension: int) -> int:
         if self._matrix is None or self._matrix.shape[1] != dimension:
@@ -84,7 +87,11 @@ class HeldVectors:
                     self._free.append(row)
 
     def cosines(self, memory_ids: Sequence[str], query: np.ndarray) -> dict[str, float]:
-        """{id: cosine with the query} of the held ones among ``memory_ids``."""
+        """{id: cosine with the query} of the held ones among ``memory_ids``.
+
+        Rows are looked up and read in one hold of the lock: a row freed by ``remove`` and handed to another
+        memory by ``put`` is never read for the memory that had it. A vector can be newer than the caller's
+        snapshot of the index; it is then that memory's own newer vector, as the store holds it."""
         query = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         query = query / norm if norm > 0 else query

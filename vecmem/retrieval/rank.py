@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
 
 from vecmem.config import RankWeights
 from vecmem.models import Hit, MemoryRecord

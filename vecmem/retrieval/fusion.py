@@ -1,0 +1,49 @@
+"""How one query's dense and keyword sides are combined into the similarity the reranker weighs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vecmem.retrieval.keyword import KeywordResult
+from vecmem.retrieval.tokenize import recency_weights, tokenize
+
+__all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "cosine", "query_parts"]
+
+DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
+
+
+class Fusion:
+    """One query's similarity of a memory: w·cosine + (1 - w)·keyword, or the one side that ran."""
+
+    def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float) -> None:
+        self.dense = dense
+        self.keyword = keyword
+        self.dense_weight = dense_weight
+
+    def parts(self, memory_id: str) -> tuple[float, float | None, float | None]:
+        """(similarity, cosine, keyword relative to the query's best keyword match), each in [0, 1]."""
+        cosine = None if self.dense is None else min(1.0, max(0.0, self.dense.get(memory_id, 0.0)))
+        relative = None
+        if self.keyword is not None:
+            best = self.keyword.best
+            relative = self.keyword.score_of(memory_id) / best if best > 0 else 0.0
+        if cosine is None:
+            return relative or 0.0, cosine, relative
+        if relative is None:
+            return cosine, cosine, relative
+        return self.dense_weight * cosine + (1 - self.dense_weight) * relative, cosine, relative
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """As Chroma's cosine space computes it (the vectors of every shipped embedder are unit length already)."""
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms > 0 else 0.0
+
+
+def query_parts(query: str, utterances: list[str] | None) -> list[tuple[list[str], float]]:
+    """The keyword side's (tokens, weight) parts: the query whole, or each utterance of a dialogue, the latest
+    weighing most."""
+    if utterances is None:
+        return [(tokenize(query), 1.0)]
+    weights = recency_weights(len(utterances), DIALOGUE_KEYWORD_DECAY)
+    return [(tokenize(text), float(weight)) for text, weight in zip(utterances, weights, strict=True)]

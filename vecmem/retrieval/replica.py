@@ -1,0 +1,298 @@
+"""Each user's memories as this process holds them (the replica), kept current, and read one snapshot a search.
+
+A replica is the keyword index (with the catalogue of every memory's scope, type, state and importance), on an
+embedded store the records themselves, and for long-running processes the vectors (held.py). It is built from
+the store on a user's first search and then kept in step: this process's writes are applied as they are made;
+other banks' writes come from the change feed (``storage/changes.py``), and only those memories are re-read.
+With a Chroma server there is no feed: records are read from Chroma and the index is checked against the
+store's count at most every ``VECMEM_INDEX_CHECK_SECONDS``.
+
+Threads: every edit and every snapshot takes the replicas' lock, so a ``Snapshot`` pairs an index and records
+of the same moment. Neither changes afterwards: the index copies what a snapshot shares on its next edit
+(keyword.py), and so do the records (``HeldRecords``), one copy per edit call at most, so a batch of 256
+writes costs one copy, and a search costs no copy at all.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vecmem.config import Settings
+from vecmem.errors import StoreError
+from vecmem.models import MemoryRecord
+from vecmem.retrieval.held import HOLD_AT_MOST_BYTES, HeldVectors
+from vecmem.retrieval.keyword import FilterView, IndexedMemory, IndexSnapshot, KeywordIndex
+from vecmem.retrieval.tokenize import memory_tokens, warm_up
+from vecmem.storage.base import MemoryStore
+from vecmem.storage.changes import settle
+from vecmem.storage.rows import from_row, to_metadata
+
+__all__ = ["HOLD_AT_MOST_BYTES", "REREAD_AT_MOST", "HeldRecords", "Replicas", "Snapshot"]
+
+log = logging.getLogger(__name__)
+
+REREAD_AT_MOST = 2_000  # memories changed by others past which the copy is rebuilt instead of patched
+
+
+class HeldRecords:
+    """One user's records by id. The first edit after a snapshot copies the dict, so a snapshot never changes
+    (callers hold the replicas' lock)."""
+
+    def __init__(self, records: dict[str, MemoryRecord]) -> None:
+        self._records = records
+        self._shared = False
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def snapshot(self) -> Mapping[str, MemoryRecord]:
+        self._shared = True
+        return self._records
+
+    def update(self, records: Iterable[tuple[str, MemoryRecord]]) -> None:
+        self._own().update(records)
+
+    def discard(self, memory_ids: Iterable[str]) -> None:
+        held = self._own()
+        for memory_id in memory_ids:
+            held.pop(memory_id, None)
+
+    def _own(self) -> dict[str, MemoryRecord]:
+        if self._shared:
+            self._records = dict(self._records)
+            self._shared = False
+        return self._records
+
+
+@dataclass
+class _Copy:
+    """One user's memories as this process holds them, and how current that is."""
+
+    index: KeywordIndex  # also the catalogue of every memory's scope, type, state and importance
+    records: HeldRecords | None  # None without a change feed: records are then read from Chroma
+    seen: int = 0  # the change feed's last row applied
+    unsettled: dict[str, int] = field(default_factory=dict)  # writes by others begun, not ended: read live
+    checked: float = 0.0  # without a feed: when the index was last checked against the store's count
+    vectors: HeldVectors | None = None  # once asked for (hold_vectors), with a feed, for users that fit
+    loader: threading.Thread | None = None
+    loaded: threading.Event = field(default_factory=threading.Event)  # the vectors' loader has finished
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one search reads: the index and records of one moment, and the held vectors (whose own lock pairs
+    each id with its own row; a vector newer than the snapshot is that memory's newer vector)."""
+
+    index: IndexSnapshot
+    records: Mapping[str, MemoryRecord] | None
+    unsettled: frozenset[str]  # written by another bank and not finished: read from the store
+    vectors: HeldVectors | None
+
+
+class Replicas:
+    """Every user's replica in this process."""
+
+    def __init__(self, store: MemoryStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.copies: dict[str, _Copy] = {}
+        # Edits take the lock too, so an edit made while another thread builds the copy waits for the build and
+        # is then applied to the new copy instead of being lost with the old one.
+        self._lock = threading.RLock()
+        self._holding: set[str] = set()  # users whose vectors this process holds (hold_vectors)
+        self.stopping = threading.Event()
+
+    # ------------------------------------------------------------------------------------------ this process's writes
+
+    def on_written(
+        self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]], vectors: np.ndarray
+    ) -> None:
+        with self._lock:
+            copy = self.copies.get(user)
+            if copy is not None:
+                copy.index.put_many((record.id, IndexedMemory.of(record, words))
+                                    for record, words in zip(records, tokens, strict=True))
+                self._keep(copy, records)
+                if copy.vectors is not None:
+                    copy.vectors.put([record.id for record in records], vectors)
+
+    def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
+        with self._lock:
+            copy = self.copies.get(user)
+            if copy is not None:
+                copy.index.refresh_filters(records)
+                self._keep(copy, records)
+
+    def on_forgotten(self, user: str, memory_ids: Sequence[str]) -> None:
+        with self._lock:
+            copy = self.copies.get(user)
+            if copy is not None:
+                copy.index.remove(memory_ids)
+                if copy.records is not None:
+                    copy.records.discard(memory_ids)
+                if copy.vectors is not None:
+                    copy.vectors.remove(memory_ids)
+
+    @staticmethod
+    def _keep(copy: _Copy, records: Sequence[MemoryRecord]) -> None:
+        if copy.records is not None:  # as Chroma will return them (times pass through epoch seconds)
+            copy.records.update((r.id, from_row(r.id, r.content, to_metadata(r))) for r in records)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.copies.clear()
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def snapshot(self, user: str) -> Snapshot:
+        """The user's replica, brought up to date, as one search reads it."""
+        with self._lock:
+            copy = self.current(user)
+            records = None if copy.records is None else copy.records.snapshot()
+            return Snapshot(copy.index.snapshot(), records, frozenset(copy.unsettled), copy.vectors)
+
+    def current(self, user: str) -> _Copy:
+        """The user's copy: built from the store on first use, then kept in step. With a change feed, exactly:
+        what other banks changed since the last look is re-read. Without one (a Chroma server), the copy
+        is rebuilt when the store holds a different number of memories, checked every index_check_seconds."""
+        with self._lock:
+            copy = self.copies.get(user)
+            feed = self.store.changes
+            if copy is None:
+                copy = self._rebuilt(user)
+            elif feed is not None:
+                changes = feed.since(user, copy.seen)
+                if changes.rebuild or len(changes.changed) > REREAD_AT_MOST:
+                    copy = self._rebuilt(user)
+                else:
+                    settle(copy.unsettled, changes)
+                    if changes.changed:
+                        self._reread(user, copy, changes.changed)
+                    copy.seen = changes.seen
+            elif time.monotonic() - copy.checked >= self.settings.index_check_seconds:
+                if len(copy.index) != self.store.count(user):  # count() also sees new collections
+                    copy = self._rebuilt(user)
+                copy.checked = time.monotonic()
+            return copy
+
+    def records(self, user: str, snapshot: Snapshot, ids: Sequence[str], view: FilterView) -> list[MemoryRecord]:
+        """The records of these memories: from the snapshot where it is exact, else from the store (no feed, a
+        write by another bank in flight, or a memory the snapshot does not know yet)."""
+        held = snapshot.records
+        if held is None:
+            live = list(ids)
+            found = []
+        else:
+            live = [i for i in ids if i not in held or i in snapshot.unsettled]
+            found = [held[i] for i in ids if i in held and i not in snapshot.unsettled]
+        if live:
+            type_of = {i: t for i in live if (t := view.type_of(i)) is not None}
+            found.extend(self.store.get(user, live, type_of=type_of).values())
+        return found
+
+    # ------------------------------------------------------------------------------------------ building, re-reading
+
+    def _rebuilt(self, user: str) -> _Copy:
+        """A new copy of the user's memories, in place of any older one (caller holds the lock)."""
+        copy = self.copies[user] = self._build(user)
+        if user in self._holding:  # started once the copy is in place: the loader stops when it is not
+            self._start_loading(user, copy)
+        return copy
+
+    def _build(self, user: str) -> _Copy:
+        feed = self.store.changes
+        seen = 0 if feed is None else feed.head()  # read first: a write finishing during the scan is re-read
+        warm_up()  # one-time costs (jieba's dictionary) belong with this one-time build, not a query
+        self.store.refresh(user)  # collections another bank or server client created count too
+        index = KeywordIndex()
+        records: dict[str, MemoryRecord] | None = None if feed is None else {}
+
+        def entries() -> Iterator[tuple[str, IndexedMemory]]:
+            for record, words in self.store.scan_keywords(user):
+                if self.stopping.is_set():  # closing (perhaps the interpreter): leave Chroma at once
+                    raise StoreError("the memory bank was closed while it read the store")
+                if records is not None:
+                    records[record.id] = record
+                yield record.id, IndexedMemory.of(record, words if words is not None else memory_tokens(record))
+
+        collecting = gc.isenabled()
+        gc.disable()  # 100,000 records kept alive set off a dozen full collections: 2.7 s of a 21 s build
+        try:
+            index.replace_all(entries())
+        finally:
+            if collecting:
+                gc.enable()
+        unsettled = {} if feed is None else feed.unsettled(user, seen)
+        return _Copy(index, None if records is None else HeldRecords(records), seen=seen, unsettled=unsettled,
+                     checked=time.monotonic())
+
+    def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
+        """Re-read memories another bank changed: changed ones replace the copy's, deleted ones leave it."""
+        found = self.store.get_indexed(user, sorted(memory_ids))
+        gone = [memory_id for memory_id in memory_ids if memory_id not in found]
+        if gone:
+            copy.index.remove(gone)
+        copy.index.put_many((memory_id, IndexedMemory.of(record, words if words is not None else memory_tokens(record)))
+                            for memory_id, (record, _, words) in found.items())
+        if copy.records is not None:
+            copy.records.discard(gone)
+            copy.records.update((memory_id, record) for memory_id, (record, _, _) in found.items())
+        if copy.vectors is not None:
+            copy.vectors.remove(gone)
+            if found:
+                copy.vectors.put(list(found), np.stack([vector for _, vector, _ in found.values()]))
+
+    # ------------------------------------------------------------------------------------------ held vectors
+
+    def hold_vectors(self, user: str, timeout: float | None = None) -> bool:
+        """Hold the user's vectors in memory from now on (held.py), loading them in a background thread, and
+        wait up to ``timeout`` for them; True once all are held."""
+        with self._lock:
+            self._holding.add(user)
+            copy = self.current(user)
+            if copy.loader is None:
+                self._start_loading(user, copy)
+        copy.loaded.wait(timeout)
+        return copy.vectors is not None and copy.vectors.complete
+
+    def _start_loading(self, user: str, copy: _Copy) -> None:
+        stored = self.store.stored_model()
+        dimension = stored[1] if stored else None
+        if self.store.changes is None or not dimension or len(copy.index) * dimension * 4 > HOLD_AT_MOST_BYTES:
+            copy.loaded.set()  # without a feed a held vector could go stale; a user this big stays in Chroma
+            return
+        copy.vectors = HeldVectors()
+        copy.loader = threading.Thread(target=self._load_vectors, args=(user, copy), daemon=True,
+                                       name="vecmem-load-vectors")
+        copy.loader.start()
+
+    def _load_vectors(self, user: str, copy: _Copy) -> None:
+        """Fill the copy's held vectors from the store (a background thread; searches read Chroma meanwhile)."""
+        vectors = copy.vectors
+        try:
+            for ids, matrix in self.store.scan_vectors(user):
+                if vectors is None or self.stopping.is_set() or self.copies.get(user) is not copy:
+                    return  # closing, or a new copy
+                vectors.put(ids, matrix, unless_held=True)
+            if vectors is not None:
+                vectors.complete = True
+        except Exception as exc:  # noqa: BLE001  # the vectors are an optimisation: searches read Chroma instead
+            log.warning("could not hold the vectors of user %r in memory: %s", user, exc)
+        finally:
+            copy.loaded.set()
+
+    def close(self) -> None:
+        """Stop the vector loaders (each finishes the page it reads, well under a second) and drop every copy."""
+        self.stopping.set()
+        with self._lock:
+            loaders = [copy.loader for copy in self.copies.values() if copy.loader is not None]
+        for loader in loaders:
+            loader.join(timeout=30)
+        self.clear()

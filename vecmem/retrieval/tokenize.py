@@ -1,0 +1,116 @@
+"""Keyword tokens of Chinese-and-Latin text, and the shape of a dialogue-like query.
+
+* Latin text: lowercase words, a possessive 's dropped, English stopwords removed, Snowball-stemmed
+  (PyStemmer), so "Caroline's paintings" and "Caroline painted" share "carolin" and "paint".
+* Chinese: jieba words (stopwords and particles removed) plus every character bigram of each run of Chinese
+  characters. Bigrams catch the words jieba segments differently in the query and in the memory; on
+  MADial-Bench zh they lift R@5 from 0.43 (jieba words) to 0.53.
+
+Which characters are Chinese is ``vecmem/text.py``'s one definition, shared with the memory hit rate, the
+offline rules and the summaries, so a query, a memory and an answer are split alike.
+
+Each memory is found by its content, tags and ``context`` (text kept only for retrieval: the turns around it,
+the message it was extracted from). Its tokens are computed once at write time and stored with the memory, so
+an index is rebuilt from the store without re-tokenizing.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+
+from vecmem.models import MemoryRecord
+from vecmem.text import char_bigrams, cjk_runs, without_cjk
+
+__all__ = ["memory_tokens", "recency_weights", "split_dialogue", "tokenize", "warm_up"]
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_ZH_STOPWORDS = frozenset(
+    "的 了 是 我 你 他 她 它 在 和 与 也 都 就 有 吗 呢 吧 啊 呀 哦 嗯 这 那 个 一 不 很 会 要 说 对 好 没 着 过 给 让 还 把 被 "
+    "到 去 来 上 下 们 自己 什么 怎么 可以 我们 你们 他们 一个 一下 真的 感觉 觉得 非常 真是 哈哈 吗 嘛 啦 而且 但是 因为 所以".split()
+)
+# Lucene's English stop set, as bm25s ships it (bm25s.stopwords.STOPWORDS_EN; test_lexical checks they agree),
+# held here so that the tokenizer does not import the BM25 library
+EN_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with".split()
+)
+_SPEAKER = re.compile(r"^\s*(?:<[^<>\n]{1,40}>|[\w .'-]{1,30})\s*[:：]\s*")
+_MARKER = re.compile(r"<[A-Z]{2,5}>")  # "<BOD>"-style dialogue markers
+_lock = threading.Lock()  # the tools below load once, whichever thread asks first
+_tools: dict[str, object] = {}
+
+
+def _stemmer() -> object | None:
+    with _lock:
+        if "stemmer" not in _tools:
+            try:
+                import Stemmer
+
+                _tools["stemmer"] = Stemmer.Stemmer("english")
+            except ImportError:  # stemming is an improvement, not a requirement
+                _tools["stemmer"] = None
+        return _tools["stemmer"]
+
+
+def _jieba() -> object:
+    with _lock:
+        if "jieba" not in _tools:
+            import logging
+
+            import jieba
+
+            jieba.setLogLevel(logging.WARNING)
+            _tools["jieba"] = jieba
+        return _tools["jieba"]
+
+
+def warm_up() -> None:
+    """Load what tokenizing needs (jieba's dictionary takes about 0.7 s) before the first query needs it."""
+    _stemmer()
+    _jieba().lcut("预热")  # type: ignore[attr-defined]
+
+
+def tokenize(text: str) -> list[str]:
+    """Keyword tokens of any mix of Chinese and Latin text (see the module docstring)."""
+    lowered = text.lower()
+    tokens: list[str] = []
+    words = [w[:-2] if w.endswith("'s") else w for w in _WORD.findall(without_cjk(lowered))]
+    words = [w for w in words if w and w not in EN_STOPWORDS]
+    stemmer = _stemmer()
+    tokens.extend(stemmer.stemWords(words) if stemmer is not None else words)  # type: ignore[attr-defined]
+    runs = cjk_runs(lowered)
+    if runs:
+        jieba = _jieba()
+        for run in runs:
+            tokens.extend(w for w in jieba.lcut(run) if w not in _ZH_STOPWORDS)  # type: ignore[attr-defined]
+            tokens.extend(char_bigrams(run))
+    return tokens
+
+
+def memory_tokens(record: MemoryRecord) -> list[str]:
+    """What a memory is found by: its content, tags and retrieval context."""
+    return tokenize(" ".join([record.content, *record.tags, record.context]))
+
+
+def split_dialogue(query: str) -> list[str] | None:
+    """The utterances of a query shaped like a conversation (two or more non-empty lines), else None.
+
+    Speaker tags ("<Bart>:", "User:") and surrounding quotes are stripped; "<BOD>"-style markers dropped.
+    """
+    lines = []
+    for line in query.splitlines():
+        text = line.strip()
+        if not text or _MARKER.fullmatch(text):
+            continue
+        text = _SPEAKER.sub("", text, count=1).strip().strip("\"'“”")
+        if text:
+            lines.append(text)
+    return lines if len(lines) >= 2 else None
+
+
+def recency_weights(count: int, decay: float) -> np.ndarray:
+    """Weights of ``count`` utterances, the last weighing 1 and each earlier one ``decay`` times less."""
+    return np.array([decay ** (count - 1 - i) for i in range(count)], dtype=np.float64)
