@@ -19,6 +19,7 @@ history. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import resource
@@ -26,10 +27,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +88,7 @@ class Query:
 
 def synthetic_corpus(n: int, users: int, sessions: int, seed: int) -> list[MemoryRecord]:
     rng = random.Random(seed)
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     records: list[MemoryRecord] = []
     kinds = [name for name, _ in TYPE_SHARES]
     weights = [share for _, share in TYPE_SHARES]
@@ -107,7 +109,7 @@ def synthetic_corpus(n: int, users: int, sessions: int, seed: int) -> list[Memor
     for index, record in enumerate(records):
         by_key.setdefault((record.user_id, record.type), []).append(index)
     for positions in by_key.values():
-        for a, b in zip(positions, positions[1:], strict=False):
+        for a, b in itertools.pairwise(positions):
             if rng.random() < 0.1:
                 records[a] = records[a].with_changes(superseded_by=records[b].id)
     return records
@@ -164,7 +166,7 @@ class PrecomputedEmbedder:
 
 def percentiles(samples: list[float]) -> dict[str, float]:
     ms = sorted(1000 * s for s in samples)
-    pick = lambda q: ms[min(len(ms) - 1, int(round(q * (len(ms) - 1))))]  # noqa: E731
+    pick = lambda q: ms[min(len(ms) - 1, round(q * (len(ms) - 1)))]  # noqa: E731
     return {"p50": round(statistics.median(ms), 2), "p95": round(pick(0.95), 2), "p99": round(pick(0.99), 2)}
 
 
@@ -197,7 +199,7 @@ def chroma_baseline(home: Path, queries: list[Query], vectors: dict[str, np.ndar
         for kind, _ in TYPE_SHARES:
             try:
                 collection = source.get_collection(ChromaStore.collection_name(user, kind), embedding_function=None)
-            except Exception:  # that type has no memories
+            except Exception:  # noqa: BLE001 - chromadb's NotFoundError: that type has no memories
                 continue
             offset = 0
             while True:
@@ -240,7 +242,7 @@ class IngestCurve:
             self.marks.append((done, time.perf_counter()))
 
     def rates(self) -> list[float]:
-        return [round((b[0] - a[0]) / (b[1] - a[1]), 1) for a, b in zip(self.marks, self.marks[1:]) if b[1] > a[1]]
+        return [round((b[0] - a[0]) / (b[1] - a[1]), 1) for a, b in zip(self.marks, self.marks[1:], strict=False) if b[1] > a[1]]
 
 
 def startup_figures(home: Path, query: Query) -> dict[str, float]:

@@ -32,10 +32,11 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from vecmem import Embedder, MemoryBank, MemoryRecord, RankWeights, Settings, VecmemError
 from vecmem.config import SEARCH_MODES
@@ -73,7 +74,7 @@ class DataError(Exception):
 def _locomo_time(text: str) -> datetime:
     """LoCoMo session times look like '1:56 pm on 8 May, 2023'."""
     try:
-        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
     except ValueError as exc:
         raise DataError(f"unreadable LoCoMo session time {text!r}") from exc
 
@@ -133,12 +134,12 @@ def load_madial(path: Path, lang: str | None) -> Dataset:
         raise DataError(f"{path} should hold one *-memory.json and one *-dialogue.json")
     user = "madial-user-1"
     records = []
-    newest = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    newest = datetime(1970, 1, 1, tzinfo=UTC)
     for line in memory_files[0].read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         for key, memory in json.loads(line).items():
-            when = datetime.fromisoformat(memory["time"]).replace(tzinfo=timezone.utc)
+            when = datetime.fromisoformat(memory["time"]).replace(tzinfo=UTC)
             newest = max(newest, when)
             text = str({"scene": memory["scene"], "emotion": memory["emotion"], "event": memory["event"]})
             records.append(MemoryRecord(id=str(key), content=text, user_id=user, created_at=when, source="manual"))
@@ -160,7 +161,7 @@ def load_native(path: Path) -> Dataset:
         data = json.loads(path.read_text(encoding="utf-8"))
         now = datetime.fromisoformat(data["now"].replace("Z", "+00:00"))
         if now.tzinfo is None:
-            now = now.replace(tzinfo=timezone.utc)
+            now = now.replace(tzinfo=UTC)
         default_user = data.get("user_id", "eval-user")
         records = [
             MemoryRecord.from_dict({**m, "user_id": m.get("user_id", default_user)}, source="manual")
@@ -238,7 +239,7 @@ def run(
 ) -> list[ModeResult]:
     from rich.progress import Progress
 
-    clock_now = {"value": datetime.now(timezone.utc)}
+    clock_now = {"value": datetime.now(UTC)}
     with tempfile.TemporaryDirectory(prefix="vecmem-eval-") as scratch:
         base = settings.with_changes(home=Path(scratch), chroma_url=None)
         indexer = MemoryBank(base, embedder=embedder, clock=lambda: clock_now["value"])

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 @dataclass
@@ -44,7 +44,7 @@ class ScriptedChatServer:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 kind = request_kind(body)
@@ -87,7 +87,7 @@ class ScriptedChatServer:
     def kinds(self) -> list[str]:
         return [kind for kind, _ in self.requests]
 
-    def __enter__(self) -> "ScriptedChatServer":
+    def __enter__(self) -> ScriptedChatServer:
         self._thread.start()
         return self
 

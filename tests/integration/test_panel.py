@@ -68,11 +68,10 @@ def browser():
 
 
 def test_add_search_edit_chain_restore_forget_in_a_real_browser(served, browser):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ready
     from selenium.webdriver.support.ui import Select, WebDriverWait
-
-    from selenium.common.exceptions import StaleElementReferenceException
 
     url, bank, old, new = served
     wait = WebDriverWait(browser, 20, ignored_exceptions=[StaleElementReferenceException])  # tables re-render

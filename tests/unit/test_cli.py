@@ -209,9 +209,9 @@ def test_history_and_restore_commands(run):
 
 
 def test_decisions_command_shows_the_gate_log(run, tmp_path, clock):
+    from vecmem import Settings
     from vecmem.agent.memory_agent import MemoryAgent
     from vecmem.storage.sessions import SessionStore
-    from vecmem import Settings
 
     settings = Settings.from_env()
     agent = MemoryAgent(MemoryBank(settings, embedder=run.state["embedder"], clock=clock),

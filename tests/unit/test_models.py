@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -73,14 +73,14 @@ def test_content_is_stripped_and_tags_deduplicated():
 
 
 def test_times_accept_iso_naive_and_epoch():
-    assert record(created_at="2026-01-02T03:04:05Z").created_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-    assert record(created_at=datetime(2026, 1, 2)).created_at.tzinfo == timezone.utc
-    assert record(created_at=0).created_at == datetime(1970, 1, 1, tzinfo=timezone.utc)
+    assert record(created_at="2026-01-02T03:04:05Z").created_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert record(created_at=datetime(2026, 1, 2)).created_at.tzinfo == UTC
+    assert record(created_at=0).created_at == datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def test_last_used_is_the_later_of_created_and_accessed():
-    created = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    accessed = datetime(2026, 2, 1, tzinfo=timezone.utc)
+    created = datetime(2026, 1, 1, tzinfo=UTC)
+    accessed = datetime(2026, 2, 1, tzinfo=UTC)
     assert record(created_at=created).last_used == created
     assert record(created_at=created, last_accessed=accessed).last_used == accessed
     assert record(created_at=accessed, last_accessed=created).last_used == accessed

@@ -1,12 +1,12 @@
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from vecmem import MemoryRecord, RankWeights
 from vecmem.retrieval.rank import rank_by_importance, recency, rerank, score
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 DEFAULT = RankWeights()
 
 

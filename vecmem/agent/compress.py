@@ -14,12 +14,12 @@ The task in progress is never compressed away: it stays verbatim in working memo
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from vecmem.agent import rules
 from vecmem.agent.llm import ChatModel, parse_json_object
-from vecmem.models import MemoryRecord, Turn
 from vecmem.agent.schemas import SummaryReply, validate_reply
+from vecmem.models import MemoryRecord, Turn
 from vecmem.text import CJK_RUN
 
 __all__ = ["Summarizer", "MAX_SUMMARY_UNITS"]

@@ -15,15 +15,15 @@ preferences about the user, the session for the context of the task at hand ("è¿
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from vecmem.agent import rules
-from vecmem.errors import ExtractionError
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, parse_json_object
-from vecmem.models import MemoryRecord
 from vecmem.agent.schemas import ExtractionReply, validate_reply
+from vecmem.errors import ExtractionError
+from vecmem.models import MemoryRecord
 
 __all__ = ["Candidate", "Extractor", "rubric_importance", "LEXICON_CONFIDENCE"]
 

@@ -22,19 +22,19 @@ memory (the task in progress, verbatim until marked done) and long-term (the Mem
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from vecmem.agent import rules
-from vecmem.bank import MemoryBank
-from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.agent.compress import Summarizer
 from vecmem.agent.conflict import ConflictResolver, Written
-from vecmem.errors import InvalidInputError, LLMError, NotFoundError
 from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
 from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel
+from vecmem.bank import MemoryBank
+from vecmem.errors import InvalidInputError, LLMError, NotFoundError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.storage.sessions import SessionCounters, SessionStore
 from vecmem.text import char_bigrams, cjk_runs
 

@@ -312,7 +312,7 @@ def _rewrite_english(text: str) -> str:
     words = text.rstrip(".!").split()
     first = words[0].lower() if words else ""
     if first in _CONTRACTIONS:
-        words = _CONTRACTIONS[first][:1] + [_CONTRACTIONS[first][1]] + words[1:]
+        words = [*_CONTRACTIONS[first][:1], _CONTRACTIONS[first][1], *words[1:]]
         first = "i"
     if first == "my":
         return "The user's " + " ".join(words[1:]) + "."

@@ -27,7 +27,7 @@ class GateReply(_Strict):
     reason: str = Field(min_length=1, max_length=300)
 
     @model_validator(mode="after")
-    def _type_when_kept(self) -> "GateReply":
+    def _type_when_kept(self) -> GateReply:
         if self.keep and self.type is None:
             raise ValueError("a kept message needs a type")
         return self
@@ -44,7 +44,7 @@ class ExtractedItem(_Strict):
     target: int | None = None  # the alias of the existing memory it updates (UPDATE) or repeats (NONE)
 
     @model_validator(mode="after")
-    def _target_for_update(self) -> "ExtractedItem":
+    def _target_for_update(self) -> ExtractedItem:
         if self.action == "UPDATE" and self.target is None:
             raise ValueError("UPDATE needs the alias of the memory it replaces in 'target'")
         return self

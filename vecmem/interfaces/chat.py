@@ -12,14 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
+from vecmem.agent.llm import ChatModel, chat_model_from_settings
 from vecmem.agent.memory_agent import MemoryAgent, TurnResult
 from vecmem.bank import MemoryBank
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
-from vecmem.agent.llm import ChatModel, chat_model_from_settings
 from vecmem.storage.sessions import SessionStore
 
 __all__ = ["main", "ChatRepl"]
