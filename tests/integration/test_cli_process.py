@@ -71,7 +71,7 @@ def test_serve_answers_over_real_http_and_refuses_the_network_without_a_token(tm
 
     def call(path, body=None):
         request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", "X-Vecmem-Request": "1"})
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 

@@ -11,9 +11,16 @@ from vecmem.interfaces.server import check_binding, create_app
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 
 
+def client(app, **headers):
+    """A client as a local program is one: on loopback, naming a loopback Host, sending the header every
+    state-changing request needs (server_security.py)."""
+    return TestClient(app, base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
+                      headers={"X-Vecmem-Request": "1", **headers})
+
+
 @pytest.fixture
 def api(bank):
-    return TestClient(create_app(bank))
+    return client(create_app(bank))
 
 
 def test_add_search_with_score_parts_list_get_update(api):
@@ -76,7 +83,7 @@ def test_a_token_is_required_off_loopback_and_enforced_when_given(bank):
         check_binding("0.0.0.0", None)
     check_binding("0.0.0.0", "s3cret")
     check_binding("127.0.0.1", None)
-    guarded = TestClient(create_app(bank, token="s3cret"))
+    guarded = client(create_app(bank, token="s3cret"))
     assert guarded.get("/stats").status_code == 401
     assert guarded.get("/stats", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert guarded.get("/stats", headers={"Authorization": "Bearer s3cret"}).status_code == 200
@@ -104,7 +111,7 @@ def test_review_queue_prune_and_unarchive_over_http(bank):
     from dataclasses import replace
 
     bank.settings = replace(bank.settings, cap_per_user=1)  # the policy as the server's process would have it
-    api = TestClient(create_app(bank))
+    api = client(create_app(bank))
     waiting = bank.add("The user maybe keeps bees", source="extracted", confidence=0.2, status="pending")
     doubtful = bank.add("The user maybe sails", source="extracted", confidence=0.2, status="pending")
     assert {r["id"] for r in api.get("/review").json()} == {waiting.id, doubtful.id}

@@ -1,15 +1,18 @@
 """`vecmem` commands that look after the store as a whole and serve it: reindex, prune, the review queue
-(review, approve, reject, unarchive), serve, mcp and doctor. Each is declared on its handler (see
+(review, approve, reject, unarchive), serve, its API keys (keys), mcp and doctor. Each is declared on its handler (see
 cli_command.py)."""
 
 from __future__ import annotations
 
+import argparse
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, CommandGroup, Context, UsageError, arg, positive_int
 
 if TYPE_CHECKING:
+    from vecmem.interfaces.keys import KeyStore
     from vecmem.models import MemoryRecord
 
 __all__ = ["commands"]
@@ -17,6 +20,7 @@ __all__ = ["commands"]
 commands = CommandGroup()
 _JSON = arg("--json", action="store_true")
 _IDS = arg("memory_ids", metavar="ID", nargs="+")
+_WILDCARDS = ("0.0.0.0", "::", "")  # every address: not a name a client sends
 
 
 @commands.command("reindex", "re-embed every memory with the configured embedding model", per_user=False)
@@ -101,25 +105,101 @@ def unarchive(ctx: Context) -> int:
     return _each(ctx, ctx.bank().unarchive, "back in retrieval")
 
 
+def tcp_port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    port = positive_int(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1-65535, got {port}")
+    return port
+
+
 @commands.command(
-    "serve", "the HTTP API (JSON; OpenAPI at /openapi.json)",
+    "serve", "the HTTP API (JSON; OpenAPI at /openapi.json) and the memory panel at /",
     arg("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
-    arg("--port", type=positive_int, default=8765),
-    arg("--token", help="bearer token required of every request (default: VECMEM_API_TOKEN); "
-                        "needed to bind anything but loopback"),
+    arg("--port", type=tcp_port, default=8765),
+    arg("--token", help="admin key required of every request (default: VECMEM_API_TOKEN); a token or keys "
+                        "from `vecmem keys create` are needed to bind anything but loopback"),
+    arg("--allow-host", action="append", default=[], metavar="NAME",
+        help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable); the --host "
+             "address is allowed by itself unless it is a wildcard such as 0.0.0.0"),
     per_user=False,
 )
 def serve(ctx: Context) -> int:
     import uvicorn
 
-    from vecmem.interfaces.server import check_binding, create_app  # fastapi and uvicorn only for this command
+    from vecmem.interfaces.keys import KeyStore, keys_path  # fastapi and uvicorn only for this command
+    from vecmem.interfaces.server import check_binding, create_app
 
-    token = ctx.args.token or ctx.settings().api_token
-    check_binding(ctx.args.host, token)
-    bank = ctx.bank()
-    print(f"vecmem: serving {bank.location} on http://{ctx.args.host}:{ctx.args.port}"
-          + (" (bearer token required)" if token else ""), file=ctx.err, flush=True)
-    uvicorn.run(create_app(bank, token=token), host=ctx.args.host, port=ctx.args.port, log_level="warning")
+    settings = ctx.settings()
+    host, port = ctx.args.host, ctx.args.port
+    token = ctx.args.token or settings.api_token
+    keys = KeyStore(keys_path(settings.home))
+    check_binding(host, token, keys=keys.any_valid())
+    allowed = [*ctx.args.allow_host, *([] if host in _WILDCARDS else [host])]
+    try:  # bound before saying "serving", so a port in use is one clear line
+        listening = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        print(f"vecmem: error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=ctx.err)
+        return EXIT_FAILURE
+    with listening:
+        bank = ctx.bank()
+        keyed = " (an API key required)" if token or keys.any_valid() else ""
+        print(f"vecmem: serving {bank.location} on http://{host}:{port}{keyed}", file=ctx.err, flush=True)
+        app = create_app(bank, token=token, keys=keys, allowed_hosts=allowed)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
+    return EXIT_OK
+
+
+@commands.command(
+    "keys", "API keys of `vecmem serve`: create --user U | create --admin | list | revoke ID",
+    arg("action", choices=("create", "list", "revoke")),
+    arg("key_id", metavar="ID", nargs="?", help="the key to revoke (see `vecmem keys list`)"),
+    arg("--admin", action="store_true", help="create an admin key (every user, store-wide routes)"),
+    _JSON,
+)
+def keys(ctx: Context) -> int:
+    from vecmem.interfaces.keys import KeyStore, keys_path
+
+    store = KeyStore(keys_path(ctx.settings().home))
+    try:
+        return _keys_action(ctx, store)
+    finally:
+        store.close()
+
+
+def _keys_action(ctx: Context, store: KeyStore) -> int:
+    action, user = ctx.args.action, ctx.user
+    if action != "revoke" and ctx.args.key_id is not None:
+        raise UsageError(f"`vecmem keys {action}` takes no ID")
+    if action == "create":
+        if ctx.args.admin == (user is not None):
+            raise UsageError("say whose key it is: `vecmem keys create --user USER` or `vecmem keys create --admin`")
+        key, secret = store.create(user)
+        if ctx.args.json:
+            ctx.emit_json({**key.to_dict(), "key": secret})
+        else:
+            print(secret, file=ctx.out)
+            print(f"created key {key.id} for " + ("the admin" if key.user_id is None else f"user {key.user_id!r}")
+                  + ": the line above is the key, shown this once (send it as Authorization: Bearer <key>)",
+                  file=ctx.err)
+        return EXIT_OK
+    if ctx.args.admin or user is not None:
+        raise UsageError(f"`vecmem keys {action}` takes no --user or --admin")
+    if action == "list":
+        listed = store.list()
+        if ctx.args.json:
+            ctx.emit_json([key.to_dict() for key in listed])
+        for key in [] if ctx.args.json else listed:
+            whose = "admin" if key.user_id is None else f"user {key.user_id!r}"
+            state = f"revoked {key.revoked_at}" if key.revoked_at else "valid"
+            print(f"{key.id} {whose}, created {key.created_at}, {state}", file=ctx.out)
+        if not listed and not ctx.args.json:
+            print("no API keys (create one with `vecmem keys create --user USER` or `--admin`)", file=ctx.out)
+        return EXIT_OK
+    if ctx.args.key_id is None:
+        raise UsageError("say which key: `vecmem keys revoke ID` (see `vecmem keys list`)")
+    revoked = store.revoke(ctx.args.key_id)
+    print(f"revoked key {revoked.id} at {revoked.revoked_at}", file=ctx.out)
     return EXIT_OK
 
 

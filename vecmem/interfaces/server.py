@@ -1,108 +1,112 @@
 """``vecmem serve``: the MemoryBank facade as a JSON HTTP API (FastAPI), and the memory panel at ``/`` (one
 static page, ``panel.html``, calling the API). The only fastapi importer.
 
-Every route takes an optional ``user`` (default: the configured user). Errors are JSON ``{"error": message,
-"field": name or null}``: 422 for a value vecmem refuses, 404 for an unknown memory, 409 for a store another
-process holds, 500 when the store or the model failed. The OpenAPI description is at ``/openapi.json``.
+Every route takes an optional ``user`` (default: the configured user, or a per-user key's own user). Every
+failure is JSON ``{"error": message, "field": name or null}``, unknown routes (404), wrong methods (405) and
+malformed JSON (field ``"body"``) included: 401 without a valid key, 403 for a refused origin, a missing
+``X-Vecmem-Request: 1`` on a state-changing request or a key acting beyond its user, 421 for a foreign Host,
+422 for a value vecmem refuses, 404 for an unknown memory, 409 for a store another process holds, 500 when the
+store or the model failed. Each route declares these in the OpenAPI description at ``/openapi.json``; there is
+no ``/docs`` page (its assets would come from a CDN, unreachable offline).
 
-Bound to a loopback address the API is open to local processes; bound to any other address it refuses to start
-without a token (``--token`` or ``VECMEM_API_TOKEN``), and then every request must send
-``Authorization: Bearer <token>``. A token given on loopback is enforced too.
+Who may call: server_security.py (Host, Origin, the cross-site header, keys, users), checked before a body is
+read. With no key configured the API serves loopback clients only; bound to any other address it refuses to
+start without one.
 """
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
+from collections.abc import Iterable, Iterator
 from importlib import resources
-from typing import Any, Iterator
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from vecmem.bank import MemoryBank
 from vecmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreInUseError, VecmemError, is_user_error
+from vecmem.interfaces.keys import KeyStore, Principal, keys_path
+from vecmem.interfaces.server_schemas import (
+    IDENTIFIER_SCHEMA,
+    Approval,
+    Changes,
+    HitOut,
+    MemoryOut,
+    NewMemory,
+    PruneCandidateOut,
+    SearchRequest,
+    StatsOut,
+    Supersession,
+    errors,
+)
+from vecmem.interfaces.server_security import CSRF_HEADER, PRINCIPAL, Guard, is_loopback, keyed
 from vecmem.storage.sessions import SessionStore
 
 __all__ = ["create_app", "is_loopback", "check_binding"]
 
 PANEL = (resources.files(__package__) / "panel.html").read_text(encoding="utf-8")
+_READ = errors(401, 403, 421, 422, 500)  # what any guarded route can answer
+_ONE = errors(401, 403, 404, 409, 421, 422, 500)  # ... and one naming a memory
+_WRITE = errors(401, 403, 409, 421, 422, 500)
 
 
-class _Body(BaseModel):
-    # Values are checked by the bank (one set of rules and messages for every caller), not here.
-    model_config = ConfigDict(extra="forbid")
+_User = Annotated[str | None, Query(
+    description="The user whose memories the route reads or writes; absent: the configured user, or a per-user "
+                "key's own user. A per-user key may name only its own user.", json_schema_extra=IDENTIFIER_SCHEMA)]
+_Session = Annotated[str | None, Query(description="Only what this session sees (global memories and its own).",
+                                       json_schema_extra=IDENTIFIER_SCHEMA)]
+_Types = Annotated[list[str] | None, Query(description="Only these kinds (repeatable).", json_schema_extra={
+    "items": {"enum": ["fact", "preference", "instruction", "conclusion"]}})]
+_Statuses = Annotated[list[str] | None, Query(description="live (the default), archived, pending (repeatable).",
+                                              json_schema_extra={"items": {"enum": ["live", "archived", "pending"]}})]
+_MemoryId = Annotated[str, Path(description="The memory's id.", json_schema_extra=IDENTIFIER_SCHEMA)]
+_WithSuperseded = Annotated[bool, Query(description="Superseded memories too.")]
+_Limit = Annotated[int | None, Query(ge=1, description="At most this many, newest first.")]
+_DryRun = Annotated[bool, Query(description="Only say what would be archived, and why.")]
 
 
-class NewMemory(_Body):
-    content: Any
-    type: Any = "fact"
-    importance: Any = 0.5
-    tags: Any = ()
-    session_id: Any = None
-    source: Any = "manual"
-    confidence: Any = 1.0
-    id: Any = None
-    context: Any = ""
+class NdjsonResponse(StreamingResponse):
+    media_type = "application/x-ndjson"
 
 
-class Changes(_Body):
-    content: Any = None
-    type: Any = None
-    importance: Any = None
-    tags: Any = None
-    confidence: Any = None
-    context: Any = None
-
-
-class SearchRequest(_Body):
-    query: Any
-    k: Any = 5
-    session_id: Any = None
-    types: Any = None
-    record_access: bool = True  # false to look without counting a use (the panel does)
-
-
-class Supersession(_Body):
-    new_id: Any
-
-
-class Approval(_Body):
-    content: Any = None  # a correction of the text before it enters retrieval
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_binding(host: str, token: str | None) -> None:
-    """Refuse to serve memories to the network without a token."""
-    if not is_loopback(host) and not token:
+def check_binding(host: str, token: str | None, *, keys: bool = False) -> None:
+    """Refuse to serve memories to the network without a key (``keys``: `vecmem keys` made some)."""
+    if not is_loopback(host) and not token and not keys:
         raise ConfigError(f"binding to {host} exposes every memory to the network: give a token (--token or "
-                          "VECMEM_API_TOKEN), or bind to 127.0.0.1")
+                          "VECMEM_API_TOKEN) or create keys (`vecmem keys create`), or bind to 127.0.0.1")
 
 
-def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
+def caller_user(request: Request, user: _User = None) -> str | None:
+    """The ``user`` a route acts for: as given (the guard let only a key's own user through), else the key's."""
+    principal: Principal = request.scope[PRINCIPAL]
+    return user if user is not None else principal.user_id
+
+
+def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | None = None,
+               allowed_hosts: Iterable[str] = ()) -> FastAPI:
+    """The API on ``bank``. ``token``: the admin key (--token / VECMEM_API_TOKEN); ``keys``: the key file
+    (default: VECMEM_HOME's); ``allowed_hosts``: Host names besides the loopback ones (--allow-host)."""
     sessions = SessionStore(bank.settings.home / "sessions.sqlite3")  # where the chat records its hit rate
-    app = FastAPI(title="vecmem", version="0.1.0",
-                  description="Long-term memory for LLM agents: add, search (with score parts), manage.")
+    app = FastAPI(title="vecmem", version="0.1.0", docs_url=None, redoc_url=None,
+                  description="Long-term memory for LLM agents: add, search (with score parts), manage. "
+                              f"State-changing requests must send `{CSRF_HEADER}: 1`; once any key is "
+                              "configured every route needs `Authorization: Bearer <key>`.")
+    key_store = keys or KeyStore(keys_path(bank.settings.home))
+    app.add_middleware(Guard, token=token, keys=key_store, allowed_hosts=allowed_hosts)
+    described: dict[bool, dict[str, Any]] = {}  # with the key required, and without (none configured yet)
 
-    def authorised(authorization: str | None = Header(default=None)) -> None:
-        if token is None:
-            return
-        given = (authorization or "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise _Refused(401, "a valid bearer token is required (Authorization: Bearer <token>)")
+    def openapi() -> dict[str, Any]:
+        required = keyed(token, key_store)
+        if required not in described:
+            described[required] = _described(app, key_required=required)
+        return described[required]
 
-    guarded = [Depends(authorised)]
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(VecmemError)
     def vecmem_error(_: Request, error: VecmemError) -> JSONResponse:
@@ -120,122 +124,174 @@ def create_app(bank: MemoryBank, *, token: str | None = None) -> FastAPI:
     def malformed(_: Request, error: RequestValidationError) -> JSONResponse:
         problems = error.errors()
         first = problems[0] if problems else {}
-        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
-        return _error(422, f"{where or 'request'}: {first.get('msg', 'malformed request')}", where)
+        where = _field_of(first)
+        return _error(422, f"{where}: {first.get('msg', 'malformed request')}", where)
 
-    @app.exception_handler(_Refused)
-    def refused(_: Request, error: _Refused) -> JSONResponse:
-        return _error(error.status, error.message, None)
+    @app.exception_handler(HTTPException)
+    def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 400:  # a body FastAPI could not decode: malformed, like invalid JSON
+            return _error(422, f"body: {error.detail}", "body")
+        if error.status_code == 405:  # Allow: every method of the path, not only those of the route tried first
+            allowed = sorted({method for route in app.routes if isinstance(route, APIRoute)
+                              and route.path_regex.match(request.url.path) for method in route.methods or ()})
+            return _error(405, f"{request.method} is not one of {', '.join(allowed)} here", None,
+                          {"Allow": ", ".join(allowed)})
+        return _error(error.status_code, str(error.detail), None, error.headers)  # an unknown route (404)
+
+    @app.exception_handler(Exception)
+    def unexpected(_: Request, error: Exception) -> JSONResponse:  # still the one shape; the log has the cause
+        return _error(500, f"internal error: {type(error).__name__}", None)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def panel() -> str:
         """The memory panel: one static page that calls the routes below (no build step)."""
         return PANEL
 
-    @app.post("/memories", status_code=201, dependencies=guarded)
-    def add(memory: NewMemory, user: str | None = None) -> dict[str, Any]:
+    user = Depends(caller_user)
+
+    @app.post("/memories", status_code=201, response_model=MemoryOut, responses=_WRITE)
+    def add(memory: NewMemory, user: str | None = user) -> dict[str, Any]:
+        """Store a memory (or return the stored one when the same statement is added again)."""
         return bank.add(memory.content, user_id=user, memory_type=memory.type, importance=memory.importance,
                         tags=memory.tags, session_id=memory.session_id, source=memory.source,
-                        confidence=memory.confidence, memory_id=memory.id, context=memory.context).to_dict()
+                        confidence=memory.confidence, memory_id=memory.id, context=memory.context or "").to_dict()
 
-    @app.get("/memories", dependencies=guarded)
-    def list_memories(user: str | None = None, session: str | None = None,
-                      type: list[str] | None = Query(default=None),  # noqa: A002 - the API's own word
-                      include_superseded: bool = False, limit: int | None = None,
-                      status: list[str] | None = Query(default=None)) -> list[dict[str, Any]]:
-        """Live memories unless ``status`` (repeatable: live, archived, pending) says otherwise."""
+    @app.get("/memories", response_model=list[MemoryOut], responses=_READ)
+    def list_memories(user: str | None = user, session: _Session = None,
+                      type: _Types = None, include_superseded: _WithSuperseded = False,
+                      limit: _Limit = None, status: _Statuses = None) -> list[dict[str, Any]]:
+        """The user's memories, newest first: live ones unless ``status`` says otherwise."""
         records = bank.list_memories(user_id=user, session_id=session, types=type,
                                      include_superseded=include_superseded, limit=limit,
                                      statuses=status or ["live"])
         return [record.to_dict() for record in records]
 
-    @app.get("/memories/{memory_id}", dependencies=guarded)
-    def get(memory_id: str, user: str | None = None) -> dict[str, Any]:
+    @app.get("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
+    def get(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
+        """One memory."""
         return bank.get(memory_id, user_id=user).to_dict()
 
-    @app.patch("/memories/{memory_id}", dependencies=guarded)
-    def update(memory_id: str, changes: Changes, user: str | None = None) -> dict[str, Any]:
+    @app.patch("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
+    def update(memory_id: _MemoryId, changes: Changes, user: str | None = user) -> dict[str, Any]:
+        """Change fields of a memory."""
         return bank.update(memory_id, user_id=user, content=changes.content, memory_type=changes.type,
                            importance=changes.importance, tags=changes.tags, confidence=changes.confidence,
                            context=changes.context).to_dict()
 
-    @app.delete("/memories/{memory_id}", dependencies=guarded)
-    def forget(memory_id: str, user: str | None = None) -> dict[str, Any]:
+    @app.delete("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
+    def forget(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
+        """Delete a memory for good; returns what was deleted."""
         return bank.forget(memory_id, user_id=user).to_dict()
 
-    @app.get("/memories/{memory_id}/history", dependencies=guarded)
-    def history(memory_id: str, user: str | None = None) -> list[dict[str, Any]]:
+    @app.get("/memories/{memory_id}/history", response_model=list[MemoryOut], responses=_ONE)
+    def history(memory_id: _MemoryId, user: str | None = user) -> list[dict[str, Any]]:
+        """Its supersession chain, oldest first (the current memory last)."""
         return [record.to_dict() for record in bank.history(memory_id, user_id=user)]
 
-    @app.post("/memories/{memory_id}/supersede", dependencies=guarded)
-    def supersede(memory_id: str, by: Supersession, user: str | None = None) -> dict[str, Any]:
+    @app.post("/memories/{memory_id}/supersede", response_model=MemoryOut, responses=_ONE)
+    def supersede(memory_id: _MemoryId, by: Supersession, user: str | None = user) -> dict[str, Any]:
+        """Mark this memory as replaced by ``new_id``; returns it."""
         return bank.supersede(memory_id, by.new_id, user_id=user).to_dict()
 
-    @app.post("/memories/{memory_id}/restore", dependencies=guarded)
-    def restore(memory_id: str, user: str | None = None) -> dict[str, Any]:
+    @app.post("/memories/{memory_id}/restore", response_model=MemoryOut, responses=_ONE)
+    def restore(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
+        """Undo a supersession: this memory is live again."""
         return bank.restore(memory_id, user_id=user).to_dict()
 
-    @app.get("/review", dependencies=guarded)
-    def review_queue(user: str | None = None) -> list[dict[str, Any]]:
+    @app.get("/review", response_model=list[MemoryOut], responses=_READ)
+    def review_queue(user: str | None = user) -> list[dict[str, Any]]:
         """Extracted memories waiting for approval, oldest first."""
         return [record.to_dict() for record in bank.review_queue(user_id=user)]
 
-    @app.post("/memories/{memory_id}/approve", dependencies=guarded)
-    def approve(memory_id: str, approval: Approval | None = None, user: str | None = None) -> dict[str, Any]:
+    @app.post("/memories/{memory_id}/approve", response_model=MemoryOut, responses=_ONE)
+    def approve(memory_id: _MemoryId, approval: Approval | None = None, user: str | None = user) -> dict[str, Any]:
+        """Let a pending memory into retrieval, corrected first when ``content`` is given."""
         content = None if approval is None else approval.content
         return bank.approve(memory_id, user_id=user, content=content).to_dict()
 
-    @app.post("/memories/{memory_id}/reject", dependencies=guarded)
-    def reject(memory_id: str, user: str | None = None) -> dict[str, Any]:
+    @app.post("/memories/{memory_id}/reject", response_model=MemoryOut, responses=_ONE)
+    def reject(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
+        """Delete a pending memory for good."""
         return bank.reject(memory_id, user_id=user).to_dict()
 
-    @app.post("/memories/{memory_id}/unarchive", dependencies=guarded)
-    def unarchive(memory_id: str, user: str | None = None) -> dict[str, Any]:
+    @app.post("/memories/{memory_id}/unarchive", response_model=MemoryOut, responses=_ONE)
+    def unarchive(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
+        """Bring an archived memory back into retrieval."""
         return bank.unarchive(memory_id, user_id=user).to_dict()
 
-    @app.post("/prune", dependencies=guarded)
-    def prune(user: str | None = None, dry_run: bool = False) -> list[dict[str, Any]]:
-        """Apply the forgetting policy (or, with ``dry_run``, say what it would archive and why)."""
+    @app.post("/prune", response_model=list[PruneCandidateOut], responses=_WRITE)
+    def prune(user: str | None = user, dry_run: _DryRun = False) -> list[dict[str, Any]]:
+        """Apply the forgetting policy to the user (every user without ``user``: the admin key's alone)."""
         return [candidate.to_dict() for candidate in bank.prune(user_id=user, dry_run=dry_run)]
 
-    @app.post("/search", dependencies=guarded)
-    def search(request: SearchRequest, user: str | None = None) -> list[dict[str, Any]]:
+    @app.post("/search", response_model=list[HitOut], responses=_READ)
+    def search(request: SearchRequest, user: str | None = user) -> list[dict[str, Any]]:
         """The best memories for the query, each with its score parts (similarity, dense, keyword, recency,
         importance)."""
         hits = bank.search(request.query, request.k, user_id=user, session_id=request.session_id,
                            types=request.types, record_access=request.record_access)
         return [hit.to_dict() for hit in hits]
 
-    @app.get("/stats", dependencies=guarded)
-    def stats(user: str | None = None) -> dict[str, Any]:
-        """Counts by type and scope (every user unless ``user``), and the user's chat hit rate: of the memories
-        the chat put in prompts, the share the answers used (null before it recorded any)."""
+    @app.get("/stats", response_model=StatsOut, responses=_READ)
+    def stats(user: str | None = user) -> dict[str, Any]:
+        """Counts by type and scope (every user without ``user``: the admin key's alone), and the user's chat
+        hit rate: of the memories the chat put in prompts, the share the answers used (null before any)."""
         counted = bank.stats(user_id=user).to_dict()
         injected, used = sessions.hit_totals(user or bank.settings.default_user)
         counted["hits"] = {"injected": injected, "used": used,
                            "rate": None if injected == 0 else round(used / injected, 4)}
         return counted
 
-    @app.get("/export", dependencies=guarded)
-    def export(user: str | None = None) -> StreamingResponse:
-        """Every memory as JSON Lines (every user unless ``user``), superseded ones included."""
+    @app.get("/export", response_class=NdjsonResponse, responses={
+        **_READ, 200: {"description": "One memory (the Memory schema) as JSON per line.",
+                       "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
+    def export(user: str | None = user) -> NdjsonResponse:
+        """Every memory as JSON Lines (every user without ``user``: the admin key's alone), superseded ones
+        included."""
         records = list(bank.export(user_id=user))  # read before answering: an error is still a JSON error
 
         def lines() -> Iterator[str]:
             for record in records:
                 yield json.dumps(record.to_dict(), ensure_ascii=False) + "\n"
 
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
+        return NdjsonResponse(lines())
 
     return app
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+def _described(app: FastAPI, *, key_required: bool) -> dict[str, Any]:
+    """The OpenAPI description, with what the guard requires declared on every route: the bearer key (optional
+    while no key is configured, so a client sees which it is) and, on state-changing methods, the cross-site
+    header; every error response in the one JSON error shape, /export's included."""
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer",
+                   "description": "An API key: the admin key or a per-user key (`vecmem keys create`)."}}
+    csrf = {"name": CSRF_HEADER, "in": "header", "required": True,
+            "description": "Must be 1: proves the request is not a simple cross-site one.",
+            "schema": {"type": "string", "enum": ["1"]}}
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            operation["security"] = [{"bearer": []}] if key_required else [{"bearer": []}, {}]
+            for status, response in operation.get("responses", {}).items():
+                if not status.startswith("2"):
+                    response["content"] = {"application/json": {"schema": _ERROR_SCHEMA}}
+            if method in ("post", "patch", "delete", "put"):
+                operation.setdefault("parameters", []).append(csrf)
+    return schema
 
 
-def _error(status: int, message: str, field: str | None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": message, "field": field})
+_ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+def _field_of(problem: Any) -> str:
+    """The request part at fault: a body field or parameter name, or "body" for the body as a whole (malformed
+    JSON, a missing or non-object body): never a character offset."""
+    location = [str(part) for part in problem.get("loc", ())]
+    if problem.get("type") == "json_invalid" or len(location) < 2:
+        return "body" if not location or location[0] == "body" else location[0]
+    return location[1]
+
+
+def _error(status: int, message: str, field: str | None, headers: Any = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": message, "field": field}, headers=headers)

@@ -1,0 +1,173 @@
+"""The typed contract of the HTTP API: the OpenAPI description types and describes every field and declares
+every status a route returns, every failure has the one error shape, and a bounded schemathesis run (every
+default check, stateful transitions included) against a real `uvicorn` server, once with the admin token and once
+with a per-user key, finds nothing."""
+
+from __future__ import annotations
+
+import collections
+import socket
+import threading
+import time
+import urllib.request
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import FakeEmbedder
+from vecmem import MemoryBank, Settings
+from vecmem.interfaces.server import create_app
+
+ADMIN = "contract-admin-key"
+
+
+@pytest.fixture
+def api(bank):
+    return TestClient(create_app(bank), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
+                      headers={"X-Vecmem-Request": "1"})
+
+
+def _resolve(schema, node):
+    while "$ref" in node:
+        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def test_every_body_and_response_field_is_typed_and_described(api):
+    schema = api.get("/openapi.json").json()
+    models = schema["components"]["schemas"]
+    for name in ("NewMemory", "Changes", "SearchRequest", "Supersession", "Approval", "MemoryOut", "HitOut",
+                 "PruneCandidateOut", "StatsOut", "HitRate", "ErrorBody"):
+        for field, declared in models[name]["properties"].items():
+            assert declared.get("description"), f"{name}.{field} has no description"
+            assert {"type", "anyOf", "$ref", "enum"} & set(declared), f"{name}.{field} has no type"
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                assert parameter.get("description"), f"{method} {path}: {parameter['name']}"
+            declared = set(operation["responses"])
+            assert {"401", "403", "421", "422", "500"} <= declared, f"{method} {path}"
+            assert "{memory_id}" not in path or "404" in declared
+            for status, response in operation["responses"].items():
+                if not status.startswith("2"):
+                    assert response["content"] == {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/ErrorBody"}}}, f"{method} {path} {status}"
+            assert operation["security"] == [{"bearer": []}, {}]  # no key configured yet: optional
+            if method in ("post", "patch", "delete"):
+                assert any(p["name"] == "X-Vecmem-Request" and p["required"] for p in operation["parameters"])
+    export = schema["paths"]["/export"]["get"]["responses"]["200"]["content"]
+    assert list(export) == ["application/x-ndjson"]
+    ok = schema["paths"]["/memories"]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
+    assert _resolve(schema, ok)["title"] == "MemoryOut"
+
+
+def test_the_key_is_declared_required_once_one_is_configured(bank):
+    from vecmem.interfaces.keys import KeyStore, keys_path
+
+    keys = KeyStore(keys_path(bank.settings.home))
+    api = TestClient(create_app(bank, keys=keys), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000))
+    assert api.get("/openapi.json").json()["paths"]["/stats"]["get"]["security"] == [{"bearer": []}, {}]
+    keys.create("alice")
+    assert api.get("/openapi.json").json()["paths"]["/stats"]["get"]["security"] == [{"bearer": []}]
+    keys.close()
+
+
+def test_every_failure_has_the_one_error_shape(api):
+    failures = [
+        (api.get("/no/such/route"), 404, None),
+        (api.put("/memories"), 405, None),
+        (api.post("/memories", content=b'{"content": "x",', headers={"Content-Type": "application/json"}), 422,
+         "body"),
+        (api.post("/memories", content=b"\xff\xfe", headers={"Content-Type": "application/json"}), 422, "body"),
+        (api.post("/memories", content=b"[1, 2]", headers={"Content-Type": "application/json"}), 422, "body"),
+        (api.post("/search"), 422, "body"),
+        (api.post("/memories", json={"content": "ok", "importance": True}), 422, "importance"),
+        (api.get("/memories", params={"limit": "0"}), 422, "limit"),
+        (api.get("/memories/nope"), 404, None),
+    ]
+    for response, status, field in failures:
+        assert response.status_code == status, response.text
+        assert response.json() == {"error": response.json()["error"], "field": field}, response.text
+        assert response.json()["error"]
+    assert set(failures[1][0].headers["allow"].split(", ")) == {"GET", "POST"}
+
+
+def test_there_is_no_docs_page_that_needs_a_cdn(api):
+    assert api.get("/docs").status_code == 404 and api.get("/redoc").status_code == 404
+    assert api.get("/openapi.json").status_code == 200
+
+
+@pytest.fixture(params=["admin token", "per-user key"])
+def served(request, tmp_path):
+    """A real server, and the key the run sends: the admin token, or a key of user alice (whose requests for
+    any other user are refused)."""
+    import uvicorn
+
+    from vecmem.interfaces.keys import KeyStore, keys_path
+
+    bank = MemoryBank(Settings(home=tmp_path / "home", cap_per_user=40), embedder=FakeEmbedder())
+    bank.add("The user prefers green tea", memory_type="preference", importance=0.7)
+    bank.add("alice prefers coffee", memory_type="preference", user_id="alice")
+    keys = KeyStore(keys_path(bank.settings.home))
+    key = ADMIN if request.param == "admin token" else keys.create("alice")[1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(bank, token=ADMIN, keys=keys), host="127.0.0.1", port=port,
+                                           log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the API did not start"
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}", key
+    server.should_exit = True
+    thread.join(10)
+    keys.close()
+    bank.close()
+
+
+# approve, reject, unarchive, restore and supersede refuse a well-formed request for a memory in the wrong state
+# (not pending, not superseded, itself), and POST /memories an id already used for other text: the bank says
+# so with a 422 (a conflict of state, not of shape), which these operations' positive checks accept.
+STATE_DEPENDENT = ["2xx", "401", "403", "404", "409", "422"]
+
+
+@pytest.mark.slow  # about 30 s of generated requests: in `make test`, not in the fast lane
+def test_a_bounded_schemathesis_run_finds_nothing(served):
+    schemathesis = pytest.importorskip("schemathesis")
+    from schemathesis.config import SchemathesisConfig
+    from schemathesis.engine import events
+
+    url, key = served
+    accepts_state_conflicts = {"checks": {"positive_data_acceptance": {"expected-statuses": STATE_DEPENDENT}}}
+    config = SchemathesisConfig.from_dict({
+        "headers": {"Authorization": f"Bearer {key}", "X-Vecmem-Request": "1"}, "seed": 17, "workers": 1,
+        "generation": {"max-examples": 6},
+        "operations": [{"include-path-regex": "/(approve|reject|unarchive|restore|supersede)$",
+                        **accepts_state_conflicts},
+                       {"include-path": "/memories", "include-method": "POST", **accepts_state_conflicts}]})
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json", config=config)
+    requests = checks = transitions = 0
+    failures: collections.Counter[tuple[str, str]] = collections.Counter()
+    errors = []
+    for event in schemathesis.engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            requests += len(event.recorder.interactions)
+            for nodes in event.recorder.checks.values():
+                checks += len(nodes)
+                failures.update((event.recorder.label, node.name) for node in nodes if node.status.name == "FAILURE")
+        elif isinstance(event, events.PhaseStarted) and event.payload is not None:
+            transitions = event.payload.transitions_selected
+        elif isinstance(event, (events.NonFatalError, events.FatalError)):
+            errors.append(event)
+    print(f"schemathesis: {requests} requests, {checks} checks, {sum(failures.values())} failures, "
+          f"{transitions} stateful transitions")
+    assert not errors
+    assert dict(failures) == {}
+    assert requests > 300 and checks > 3000 and transitions > 50

@@ -1,0 +1,243 @@
+"""The typed contract of ``vecmem serve``: every request body and response of the HTTP API as pydantic models
+with a description per field, and the error responses each route declares.
+
+Bodies are strict: a field of the wrong JSON type (``"importance": "lots"``, ``"k": "5"``) or an unknown field is
+a 422 before the bank sees the request. What the bank checks itself (blank text, lengths, identifiers, ranges) is
+declared in the schema (patterns, bounds) but checked by the bank, so every caller, the CLI included, gets one
+set of rules and messages.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS, MAX_IDENTIFIER_CHARS, MAX_TAG_CHARS, MAX_TAGS
+
+__all__ = [
+    "IDENTIFIER_SCHEMA",
+    "Approval",
+    "Changes",
+    "ErrorBody",
+    "HitOut",
+    "HitRate",
+    "MemoryOut",
+    "NewMemory",
+    "PruneCandidateOut",
+    "SearchRequest",
+    "StatsOut",
+    "Supersession",
+    "errors",
+]
+
+MemoryType = Literal["fact", "preference", "instruction", "conclusion"]
+MemorySource = Literal["user", "extracted", "manual", "template"]
+MemoryStatus = Literal["live", "archived", "pending"]
+MAX_QUERY_CHARS = 32_000  # the bank's limit (bank.MAX_QUERY_CHARS), declared here for the schema
+
+# What validation.py accepts, as JSON Schema patterns: no C0/C1 control characters (text may hold tab, newline
+# and carriage return), not blank; identifiers a single line without surrounding whitespace.
+_TEXT_CHAR = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+_VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"
+_LINE_CHAR = r"[^\x00-\x1f\x7f-\x9f]"
+TEXT_PATTERN = f"^{_TEXT_CHAR}*{_VISIBLE}{_TEXT_CHAR}*$"
+IDENTIFIER_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_CHARS,
+                                     "pattern": f"^{_VISIBLE}(?:{_LINE_CHAR}*{_VISIBLE})?$"}
+# A new memory's own id: letters, digits and . _ : - (an id holding "/" could never be reached by its URL).
+NEW_ID_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_CHARS,
+                                 "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]*$"}
+
+
+def _text(description: str, max_chars: int, *, blank_allowed: bool = False, nullable: bool = False) -> Any:
+    schema: dict[str, Any] = {"type": "string", "maxLength": max_chars,
+                              "pattern": f"^{_TEXT_CHAR}*$" if blank_allowed else TEXT_PATTERN}
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}]} if nullable else schema), Field(
+        description=description)
+
+
+def _identifier(description: str, *, nullable: bool = False, schema: dict[str, Any] = IDENTIFIER_SCHEMA) -> Any:
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}]} if nullable else schema), Field(
+        description=description)
+
+
+_IMPORTANCE_SCHEMA: dict[str, list[Any]] = {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1},
+                                {"type": "integer", "minimum": 0, "maximum": 10}]}
+_TAGS_SCHEMA = {"type": "array", "maxItems": MAX_TAGS,
+                "items": {"type": "string", "maxLength": MAX_TAG_CHARS, "pattern": TEXT_PATTERN}}
+_UNIT = {"type": "number", "minimum": 0, "maximum": 1}
+
+Content = Annotated[str, *_text("The statement to remember, e.g. 'The user prefers tea'.", MAX_CONTENT_CHARS)]
+def _whole(value: Any) -> Any:
+    """5.0 is the integer 5 in JSON Schema: take a float without a fractional part as that integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _ten_point(value: Any) -> Any:
+    """3.0 is the integer 3 in JSON Schema, so on the ten-point scale (0.3); 0.0 and 1.0 stay in [0, 1]."""
+    return int(value) if isinstance(value, float) and value.is_integer() and 1 < value <= 10 else value
+
+
+Importance = Annotated[float | int, BeforeValidator(_ten_point), WithJsonSchema(_IMPORTANCE_SCHEMA), Field(
+    description="How much the memory matters: a number in [0, 1], or an integer 0-10 on the ten-point scale.")]
+Tags = Annotated[list[str], WithJsonSchema(_TAGS_SCHEMA), Field(description="Labels, duplicates dropped.")]
+Confidence = Annotated[float, WithJsonSchema(_UNIT), Field(description="How sure the source is, in [0, 1].")]
+Context = Annotated[str | None, *_text("Text the memory should also be found by (keyword search only; never "
+                                       "shown to the model). Blank or null: none.", MAX_CONTEXT_CHARS,
+                                       blank_allowed=True, nullable=True)]
+SessionId = Annotated[str | None, *_identifier("The session the memory belongs to; null: global (every "
+                                               "session sees it). 'global' is reserved.", nullable=True)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class NewMemory(_Body):
+    """A memory to store. Adding the same statement again returns the stored memory unchanged."""
+
+    content: Content
+    type: MemoryType = Field("fact", description="What kind of memory it is.")
+    importance: Importance = 0.5
+    tags: Tags = []
+    session_id: SessionId = None
+    source: MemorySource = Field("manual", description="Where the memory came from.")
+    confidence: Confidence = 1.0
+    id: Annotated[str | None, *_identifier("Its id; null: derived from the user, scope and text.",
+                                           nullable=True, schema=NEW_ID_SCHEMA)] = None
+    context: Context = ""
+
+
+class Changes(_Body):
+    """Fields to change; null or absent ones stay as they are. New text or tags are re-embedded."""
+
+    content: Annotated[str | None, *_text("New text.", MAX_CONTENT_CHARS, nullable=True)] = None
+    type: MemoryType | None = Field(None, description="New kind.")
+    importance: Annotated[float | int | None, BeforeValidator(_ten_point), WithJsonSchema(
+        {"anyOf": [*_IMPORTANCE_SCHEMA["anyOf"], {"type": "null"}]}), Field(
+        description="New importance: a number in [0, 1], or an integer 0-10.")] = None
+    tags: Annotated[list[str] | None, WithJsonSchema({"anyOf": [_TAGS_SCHEMA, {"type": "null"}]}),
+                    Field(description="New labels (replacing the old ones).")] = None
+    confidence: Annotated[float | None, WithJsonSchema({"anyOf": [_UNIT, {"type": "null"}]}),
+                          Field(description="New confidence, in [0, 1].")] = None
+    context: Context = None
+
+
+class SearchRequest(_Body):
+    """A search over the memories the user (and the session, if given) may see."""
+
+    query: str = Field(description="What to look for; empty: the most important memories.",
+                       max_length=MAX_QUERY_CHARS)
+    k: Annotated[int, BeforeValidator(_whole)] = Field(5, ge=1, le=1000,
+                                                        description="How many memories to return at most.")
+    session_id: Annotated[str | None, *_identifier("The session whose own memories are searched too "
+                                                   "(global ones always are).", nullable=True)] = None
+    types: Annotated[list[MemoryType] | None, WithJsonSchema({"anyOf": [
+        {"type": "array", "minItems": 1, "items": {"enum": ["fact", "preference", "instruction", "conclusion"]}},
+        {"type": "null"}]}), Field(description="Only memories of these kinds (at least one); null: every kind.")] = None
+    record_access: bool = Field(True, description="False to look without counting a use (the panel does).")
+
+
+class Supersession(_Body):
+    new_id: Annotated[str, *_identifier("The memory that replaces this one (same user).")]
+
+
+class Approval(_Body):
+    content: Annotated[str | None, *_text("A correction of the text before it enters retrieval; null: as it is.",
+                                          MAX_CONTENT_CHARS, nullable=True)] = None
+
+
+class MemoryOut(BaseModel):
+    """One stored memory."""
+
+    id: str = Field(description="Its id.")
+    content: str = Field(description="The statement.")
+    type: MemoryType = Field(description="Its kind.")
+    tags: list[str] = Field(description="Its labels.")
+    importance: float = Field(description="How much it matters, in [0, 1].")
+    scope: str = Field(description="'global', or the id of the one session it belongs to.")
+    created_at: str = Field(description="When it was stored (ISO 8601, UTC).")
+    last_accessed: str | None = Field(description="When a search last returned it (ISO 8601, UTC); null: never.")
+    access_count: int = Field(description="How often searches returned it.")
+    source: MemorySource = Field(description="Where it came from.")
+    confidence: float = Field(description="How sure the source was, in [0, 1].")
+    superseded_by: str | None = Field(description="The memory that replaced it; null while it is current.")
+    user_id: str = Field(description="Whose memory it is.")
+    context: str = Field(description="Text it is also found by (keyword search only).")
+    status: MemoryStatus = Field(description="live, archived (by the forgetting policy) or pending (review).")
+
+
+class HitOut(BaseModel):
+    """One search result with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance."""
+
+    id: str = Field(description="The memory's id.")
+    content: str = Field(description="The statement.")
+    type: MemoryType = Field(description="Its kind.")
+    score: float = Field(description="The rank score.")
+    similarity: float = Field(description="Similarity to the query (dense and keyword fused in hybrid mode).")
+    recency: float = Field(description="How recently it was used, in [0, 1].")
+    importance: float = Field(description="Its importance, in [0, 1].")
+    dense: float | None = Field(description="Cosine similarity; null when the dense side did not run.")
+    keyword: float | None = Field(description="BM25 share of the best keyword match; null when it did not run.")
+    scope: str = Field(description="'global' or its session.")
+    tags: list[str] = Field(description="Its labels.")
+
+
+class PruneCandidateOut(BaseModel):
+    """A memory the forgetting policy archives (or, in a dry run, would), and why."""
+
+    id: str = Field(description="The memory's id.")
+    content: str = Field(description="The statement.")
+    type: MemoryType = Field(description="Its kind.")
+    scope: str = Field(description="'global' or its session.")
+    retention: float = Field(description="Its retention value (weight times freshness).")
+    reason: str = Field(description="Why it was selected.")
+
+
+class HitRate(BaseModel):
+    injected: int = Field(description="Memories the chat put into prompts.")
+    used: int = Field(description="Of those, the ones the answers used.")
+    rate: float | None = Field(description="used / injected; null before the chat recorded any.")
+
+
+class StatsOut(BaseModel):
+    """Counts for one user, or for the whole store when ``user_id`` is null."""
+
+    user_id: str | None = Field(description="The user counted; null: every user.")
+    count: int = Field(description="Every memory.")
+    live: int = Field(description="Retrievable: live and not superseded.")
+    superseded: int = Field(description="Replaced by a newer memory.")
+    by_type: dict[str, int] = Field(description="Count per kind.")
+    by_scope: dict[str, int] = Field(description="Count per scope ('global' or a session id).")
+    users: list[str] = Field(description="The users counted.")
+    embed_model: str = Field(description="The embedding model of the store.")
+    embed_dim: int = Field(description="Its vector size.")
+    location: str = Field(description="Where the memories live.")
+    archived: int = Field(description="Archived by the forgetting policy.")
+    pending: int = Field(description="Waiting in the review queue.")
+    hits: HitRate = Field(description="The user's chat hit rate.")
+
+
+class ErrorBody(BaseModel):
+    """Every failure has this shape."""
+
+    error: str = Field(description="What went wrong, for a person.")
+    field: str | None = Field(description="The request field at fault (a body field, a parameter, a header "
+                                          "such as Host or Authorization), or null.")
+
+
+_WHY = {
+    401: "No valid API key (once any key is configured): Authorization: Bearer <key>.",
+    403: "Refused: a cross-origin request, a state-changing request without X-Vecmem-Request: 1, a per-user key "
+         "naming another user or calling a route over every user, or (with no key configured) a non-local client.",
+    404: "No memory with that id for that user.",
+    409: "Another process holds the embedded store.",
+    421: "The Host header is not a name this server answers for (loopback names or --allow-host).",
+    422: "A value the API refuses; field names it.",
+    500: "The store or the embedding model failed.",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route: the statuses it can return besides its success, each in the error shape."""
+    return {status: {"model": ErrorBody, "description": _WHY[status]} for status in statuses}
