@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
 import threading
 from pathlib import Path
 
 from vecmem.errors import StoreError, StoreInUseError
+from vecmem.storage.files import FILE_MODE, private_dir
 
 __all__ = ["StoreLock"]
 
@@ -42,8 +44,8 @@ class StoreLock:
 
     def _take(self) -> int:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            private_dir(self.path.parent)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise StoreError(f"cannot open the store lock {self.path}: {exc}") from exc
         try:
@@ -57,7 +59,7 @@ class StoreLock:
                 "(`chroma run --path DIR --port N` and VECMEM_CHROMA_URL=http://127.0.0.1:N)"
             ) from None
         os.ftruncate(descriptor, 0)
-        os.write(descriptor, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n".encode("utf-8", "replace"))
+        os.write(descriptor, f"pid {os.getpid()}: {_program()}\n".encode("utf-8", "replace"))
         return descriptor
 
     def release(self) -> None:
@@ -71,6 +73,20 @@ class StoreLock:
                 return
             del _HELD[self.path]
             os.close(descriptor)  # closing the descriptor releases the flock
+
+
+_COMMAND_WORD = re.compile(r"[a-z][a-z-]{0,30}")
+
+
+def _program() -> str:
+    """Who holds the store, for the message a second process gets: the program and its subcommand only.
+
+    Never the whole command line: `vecmem serve --token S` or `vecmem add "private text"` would put a secret
+    or a memory into a file other processes read and into their error messages."""
+    words = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"]
+    if len(sys.argv) > 1 and _COMMAND_WORD.fullmatch(sys.argv[1]):
+        words.append(sys.argv[1])
+    return " ".join(words)
 
 
 def _read_holder(descriptor: int) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vecmem.errors import StoreError
+from vecmem.storage.files import private_file
 
 __all__ = ["SQLiteFile"]
 
@@ -38,7 +39,7 @@ class SQLiteFile:
         self.path = path
         self.label = label
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(path)  # 0600 before SQLite opens it; its -wal and -shm files take the same mode
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             if synchronous is not None:
