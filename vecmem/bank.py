@@ -14,7 +14,7 @@ and export, the forgetting policy, review statuses, stats, the doctor), written 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
 
@@ -35,7 +35,14 @@ from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.chroma import ChromaStore
 from vecmem.storage.lock import StoreLock
-from vecmem.validation import require_positive_int, validate_identifier, validate_session_id
+from vecmem.validation import (
+    check_query,
+    check_type_names,
+    require_positive_int,
+    validate_identifier,
+    validate_new_id,
+    validate_session_id,
+)
 
 __all__ = ["MemoryBank", "content_id"]
 
@@ -117,11 +124,13 @@ class MemoryBank:
         puts it in the review queue instead of retrieval (hygiene.py).
 
         Adding the same statement (same user, scope and normalised text) again returns the stored memory
-        unchanged, superseded or not; ``memory_id`` reused for different content is refused.
+        unchanged, superseded or not; ``memory_id`` reused for different content is refused, and one outside
+        ``validation.NEW_ID_RULE`` too (so every interface, a URL path included, can name it).
         """
         user, scope = self._user(user_id), self._scope(session_id)
         record = MemoryRecord(
-            id=memory_id if memory_id is not None else content_id(user, scope, transfer.text_for_id(content)),
+            id=validate_new_id(memory_id) if memory_id is not None
+            else content_id(user, scope, transfer.text_for_id(content)),
             type=memory_type, source=source, status=status,  # type: ignore[arg-type]  # checked by MemoryRecord
             tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             content=content, importance=importance, scope=scope, created_at=created_at or self._clock(),
@@ -139,7 +148,8 @@ class MemoryBank:
         while the current one is written (embedding and Chroma's writes overlap on two cores).
 
         A record whose id is already stored, or came earlier in ``records``, is skipped (counted in
-        ``skipped``) unless ``overwrite``. ``progress`` is called with the number of records handled so far.
+        ``skipped``) unless ``overwrite``; an id outside ``validation.NEW_ID_RULE`` is refused. ``progress`` is
+        called with the number of records handled so far.
         """
         report, users = transfer.write_batched(records, self._writes, self._lock, overwrite=overwrite,
                                                progress=progress)
@@ -157,7 +167,8 @@ class MemoryBank:
             return self._writes.update(record, {name: value for name, value in given.items() if value is not None})
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again."""
+        """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again. Only a
+        memory seen wherever the old one is may replace it (global, or of the old one's session: chains.py)."""
         with self._lock:
             old, newer = self._get(old_id, user_id=user_id), self._get(new_id, user_id=user_id)
             updated = chains.superseding(old, newer, chains.reader(self._store, old.user_id))
@@ -179,9 +190,14 @@ class MemoryBank:
         return changed[0]
 
     def forget(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        """Delete a memory for good; returns what was deleted."""
+        """Delete a memory for good; returns what was deleted. What it had replaced is not left replaced by
+        nothing: each is replaced by its own successor instead, or is live again (chains.unlinking). Those are
+        rewritten first, then it is deleted: a crash between leaves it stored, and forgetting it again finishes."""
         with self._lock:
             record = self._get(memory_id, user_id=user_id)
+            read = chains.reader(self._store, record.user_id)
+            self._writes.rewrite_fields(record.user_id, chains.unlinking(
+                record, self._store.replaced_by(record.user_id, record.id), read))
             self._writes.delete(record)
         return record
 
@@ -205,8 +221,9 @@ class MemoryBank:
         ``statuses``: live (the default), archived (by the forgetting policy), pending (the review queue)."""
         if isinstance(statuses, str) or not isinstance(statuses, Iterable):
             raise InvalidInputError("statuses", f"must be a list of statuses, got {statuses!r}")
-        memory_filter = MemoryFilter(session_id=session_id, all_sessions=session_id is None, types=_type_set(types),
-                                     include_superseded=include_superseded, statuses=frozenset(statuses))
+        memory_filter = MemoryFilter(session_id=session_id, all_sessions=session_id is None,
+                                     types=check_type_names(types), include_superseded=include_superseded,
+                                     statuses=frozenset(statuses))
         if limit is not None:
             require_positive_int("limit", limit)
         records = sorted(self._store.scan(self._user(user_id), memory_filter), key=lambda r: (r.created_at, r.id),
@@ -222,12 +239,9 @@ class MemoryBank:
         last-accessed time updated (``record_access=False`` to look without touching); the hits show the
         memory as it was ranked.
         """
-        if not isinstance(query, str):
-            raise InvalidInputError("query", f"must be a string, got {type(query).__name__}")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidInputError("query", f"is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
+        check_query(query, max_chars=MAX_QUERY_CHARS)
         require_positive_int("k", k)
-        user, memory_filter = self._user(user_id), MemoryFilter(session_id=session_id, types=_type_set(types))
+        user, memory_filter = self._user(user_id), MemoryFilter(session_id=session_id, types=check_type_names(types))
         hits = self._retriever.rank(query, k, user, memory_filter, self._clock())
         if record_access:
             self._record_access(hits)
@@ -381,16 +395,3 @@ def _closing_last(release: ExitStack, store: MemoryStore) -> ExitStack:
     stack.push(release)
     return stack
 
-
-def _type_set(types: Iterable[str] | str | None) -> frozenset[str] | None:
-    """Accept one type name or several; MemoryFilter validates them."""
-    if types is None:
-        return None
-    if isinstance(types, str):
-        return frozenset([types])
-    if isinstance(types, Mapping) or not isinstance(types, Iterable):
-        raise InvalidInputError("types", f"must be a type name or a list of them, got {type(types).__name__}")
-    try:
-        return frozenset(types)
-    except TypeError:  # an unhashable element, a list inside the list
-        raise InvalidInputError("types", f"must be a type name or a list of them, got {types!r}") from None

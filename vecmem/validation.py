@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from vecmem.errors import InvalidInputError
@@ -20,15 +20,20 @@ __all__ = [
     "MAX_IDENTIFIER_CHARS",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
+    "NEW_ID_RULE",
     "check_choice",
     "check_context",
+    "check_query",
+    "check_type_names",
     "check_tags",
     "check_text",
+    "check_unicode",
     "check_unit_interval",
     "normalize_importance",
     "parse_timestamp",
     "require_positive_int",
     "validate_identifier",
+    "validate_new_id",
     "validate_session_id",
 ]
 
@@ -42,15 +47,31 @@ MAX_TAG_CHARS = 64
 # C0/C1 control characters other than tab, newline and carriage return.
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
+# The ids a caller may give a new memory: what a URL path segment, a shell argument and a JSON key carry as is
+# (no "/", no "?", no "%", no spaces), so every route can name every memory created since. Content-derived ids
+# (m-<hex>) and the eval sets' ids (LoCoMo's "D1:3") fit. Rows stored before the rule keep their ids: reading,
+# editing and forgetting them go through ``validate_identifier`` only.
+_NEW_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+NEW_ID_RULE = "1 to 128 of the characters A-Z a-z 0-9 . _ : @ -"
 
-def check_text(field_name: str, value: object, *, max_chars: int) -> str:
-    """Return ``value`` stripped, or raise InvalidInputError saying why it cannot be stored."""
+
+def check_unicode(field_name: str, value: object) -> str:
+    """``value`` when it is valid Unicode text; a lone surrogate (a JSON ``"\\ud800"``, or the bytes of argv that
+    do not decode, under Python's surrogateescape) is refused before anything tries to encode it."""
     if not isinstance(value, str):
         raise InvalidInputError(field_name, f"must be a string, got {type(value).__name__}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError(field_name, "contains a lone surrogate and is not valid Unicode text") from None
+    return value
+
+
+def check_text(field_name: str, value: object, *, max_chars: int) -> str:
+    """Return ``value`` stripped, or raise InvalidInputError saying why it cannot be stored."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field_name, f"must be a string, got {type(value).__name__}")
+    check_unicode(field_name, value)
     if _CONTROL_CHARS.search(value):
         raise InvalidInputError(field_name, "contains control characters")
     text = value.strip()
@@ -69,6 +90,23 @@ def validate_identifier(field_name: str, value: object) -> str:
     if any(ch in "\t\r\n" for ch in text):
         raise InvalidInputError(field_name, "must be a single line")
     return text
+
+
+def validate_new_id(value: object) -> str:
+    """The id a caller gives a memory it creates (add, import, add_records): an identifier in NEW_ID_RULE."""
+    memory_id = validate_identifier("id", value)
+    if not _NEW_ID.fullmatch(memory_id):
+        raise InvalidInputError("id", f"{memory_id!r} is not a valid new id: use {NEW_ID_RULE}")
+    return memory_id
+
+
+def check_query(value: object, *, max_chars: int) -> str:
+    """A search query: any text (empty too) up to ``max_chars``, valid Unicode."""
+    if not isinstance(value, str):
+        raise InvalidInputError("query", f"must be a string, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise InvalidInputError("query", f"is {len(value):,} characters; the limit is {max_chars:,}")
+    return check_unicode("query", value)
 
 
 def validate_session_id(value: object) -> str:
@@ -155,3 +193,17 @@ def require_positive_int(field_name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(field_name, f"must be a positive integer, got {value!r}")
     return value
+
+
+def check_type_names(types: Iterable[str] | str | None) -> frozenset[str] | None:
+    """One memory type name or several, as a set (MemoryFilter checks the names themselves); None is any type."""
+    if types is None:
+        return None
+    if isinstance(types, str):
+        return frozenset([types])
+    if isinstance(types, Mapping) or not isinstance(types, Iterable):
+        raise InvalidInputError("types", f"must be a type name or a list of them, got {type(types).__name__}")
+    try:
+        return frozenset(types)
+    except TypeError:  # an unhashable element, a list inside the list
+        raise InvalidInputError("types", f"must be a type name or a list of them, got {types!r}") from None

@@ -235,8 +235,8 @@ class TestPersistenceAndModel:
     def test_reindex_moves_the_store_to_the_new_model(self, make_bank):
         old = make_bank(embedder=FakeEmbedder("model-a", 64))
         kept = old.add("The user likes jasmine tea", memory_type="preference", importance=0.8, session_id="s1")
-        superseded = old.add("The user likes black tea", memory_type="preference")
-        old.supersede(superseded.id, kept.id)
+        superseded = old.add("The user likes black tea", memory_type="preference", session_id="s1")  # same scope:
+        old.supersede(superseded.id, kept.id)  # a session memory replaces only memories of its own session
         old.add("another user's memory", user_id="bob")
         done = make_bank(embedder=FakeEmbedder("model-b", 32), verify_model=False).reindex()
         assert done == {"default": 2, "bob": 1}
@@ -389,6 +389,57 @@ class TestSupersedeAndStats:
         b = bank.add("theirs", user_id="bob")
         with pytest.raises(NotFoundError):
             bank.supersede(a.id, b.id, user_id="alice")
+
+    @pytest.mark.parametrize(("older", "newer"), [(None, "s1"), ("s1", "s2")])
+    def test_supersession_across_scopes_that_do_not_see_both_is_refused(self, bank, older, newer):
+        old = bank.add("The user drinks tea", session_id=older)
+        new = bank.add("The user drinks coffee now", session_id=newer)
+        with pytest.raises(InvalidInputError, match="own session") as refused:
+            bank.supersede(old.id, new.id)
+        assert refused.value.field == "superseded_by" and new.id in str(refused.value)
+        assert bank.get(old.id).superseded_by is None
+        assert ids(bank.search("drinks tea", 5, session_id="s2")) != []  # still found wherever it was
+
+    @pytest.mark.parametrize(("older", "newer"), [(None, None), ("s1", None), ("s1", "s1")])
+    def test_supersession_by_a_memory_seen_wherever_the_old_one_is_is_allowed(self, bank, older, newer):
+        old = bank.add("The user drinks tea", session_id=older)
+        new = bank.add("The user drinks coffee now", session_id=newer)
+        assert bank.supersede(old.id, new.id).superseded_by == new.id
+
+    def test_the_agent_keeps_a_pair_the_bank_would_refuse_and_finishes_the_turn(self, bank):
+        from vecmem.agent.conflict import ConflictResolver
+        from vecmem.agent.extract import Candidate
+
+        global_fact = bank.add("The user drinks tea", memory_type="preference")
+        candidate = Candidate("The user drinks coffee in this chat", "preference", 0.6, (), session_scoped=True,
+                              confidence=1.0, action="UPDATE", target_id=global_fact.id)
+        resolver = ConflictResolver(bank, threshold=0.9)
+        written = resolver.apply(candidate, resolver.resolve(candidate, user_id="default", session_id="s1"),
+                                 user_id="default", session_id="s1")
+        assert written.record is not None and written.record.scope == "s1" and written.replaced is None
+        assert "kept" in written.reason and bank.get(global_fact.id).superseded_by is None  # refused, not failed
+
+    def test_forgetting_the_newer_memory_brings_back_what_it_replaced(self, bank):
+        old = bank.add("The user writes TypeScript", memory_type="preference")
+        new = bank.add("The user writes JavaScript now", memory_type="preference")
+        bank.supersede(old.id, new.id)
+        assert ids(bank.search("writes TypeScript", 5)) == [new.id]
+        assert bank.forget(new.id).id == new.id
+        assert bank.get(old.id).superseded_by is None
+        assert ids(bank.search("writes TypeScript", 5)) == [old.id]
+        assert [r.id for r in bank.history(old.id)] == [old.id]
+
+    def test_forgetting_the_middle_of_a_chain_links_its_elders_to_its_successor(self, bank):
+        first, second = bank.add("tea first", memory_id="first"), bank.add("tea second", memory_id="second")
+        third, other = bank.add("tea third", memory_id="third"), bank.add("tea other", memory_id="other")
+        bank.supersede(first.id, second.id)
+        bank.supersede(other.id, second.id)
+        bank.supersede(second.id, third.id)
+        bank.forget(second.id)
+        assert {r.id: r.superseded_by for r in bank.list_memories(include_superseded=True)} == {
+            "first": "third", "other": "third", "third": None}
+        assert ids(bank.search("tea", 5)) == ["third"]
+        assert [r.id for r in bank.history(third.id)] in (["first", "other", "third"], ["other", "first", "third"])
 
     def test_stats(self, bank):
         bank.add("f1")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -92,6 +93,7 @@ def test_add(bank, content, importance, memory_type, tags, session, memory_id, c
         assert stored.content == stored.content.strip() and stored.content
         assert 0.0 <= stored.importance <= 1.0 and math.isfinite(stored.importance)
         assert stored.type in ("fact", "preference", "instruction", "conclusion")
+        assert re.fullmatch(r"[A-Za-z0-9._:@-]{1,128}", stored.id)  # every route can name what was created
         bank.forget(record.id)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from vecmem.agent import rules
 from vecmem.bank import MemoryBank
 from vecmem.agent.extract import Candidate
+from vecmem.maintenance import chains
 from vecmem.maintenance.hygiene import needs_review
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash
 
@@ -115,6 +116,9 @@ class ConflictResolver:
         replaced = resolution.target if resolution.action == "UPDATE" else None
         if replaced is not None and replaced.id != record.id:
             current = self.bank.get(replaced.id, user_id=user_id)
+            if not chains.seen_wherever(current, record):  # the bank would refuse it: keep both, finish the turn
+                return Written("ADD", record, None, f"{resolution.reason}; {current.id} is seen where the new "
+                               "memory is not, so it is kept")
             if not current.superseded:
                 self.bank.supersede(replaced.id, record.id, user_id=user_id)
         return Written(resolution.action, record, replaced, resolution.reason)

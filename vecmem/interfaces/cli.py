@@ -42,6 +42,21 @@ def _build_parser() -> _Parser:
     return parser
 
 
+def _refuse_undecodable(arguments: Sequence[str]) -> None:
+    """Refuse an argument that is not valid UTF-8 text before anything reads it: Python decodes argv with
+    surrogateescape, so bytes that do not decode arrive as lone surrogates, which no part of vecmem can store,
+    search or print."""
+    for position, argument in enumerate(arguments, start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            try:  # the bytes as given (\xff), when they came from argv; otherwise the surrogate itself (\ud800)
+                shown = argument.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:
+                shown = argument.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise UsageError(f"argument {position} ({shown}) is not valid UTF-8 text") from None
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -53,8 +68,10 @@ def main(
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     try:
+        arguments = list(sys.argv[1:] if argv is None else argv)
+        _refuse_undecodable(arguments)
         parser = _build_parser()
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(arguments)
         if args.command is None:
             parser.print_help(out)
             return EXIT_USAGE

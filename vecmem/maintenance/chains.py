@@ -5,19 +5,24 @@ the links from any memory ends at the live one that replaced them all. The bank'
 and ``restore`` and the doctor's cycle check all reason over these links; here they do so without writing
 anything: each function says what to change, the caller writes it (so the bank keeps one write path).
 
+A memory is replaced only by one that is seen wherever it is (``seen_wherever``): a global memory by a global
+one, a session's memory by a global one or one of the same session. Anything else would hide the older memory
+from places the newer one never reaches (a session's note replacing a global fact for every other session).
+
 Links are read through ``Read`` (one user's memory by id, None when it is not stored), so a caller chooses
 where records come from: the store (``reader``) or records already in hand (the doctor's ``dict.get``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from vecmem.errors import InvalidInputError
-from vecmem.models import MemoryRecord
+from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 from vecmem.storage.base import MemoryStore
 
-__all__ = ["Read", "cycles", "history", "reader", "replaced_first", "restoration", "successors", "superseding"]
+__all__ = ["Read", "cycles", "history", "reader", "replaced_first", "restoration", "seen_wherever", "successors",
+           "superseding", "unlinking"]
 
 Read = Callable[[str], MemoryRecord | None]
 
@@ -42,11 +47,27 @@ def successors(record: MemoryRecord, read: Read) -> list[str]:
     return chain
 
 
+def seen_wherever(older: MemoryRecord, newer: MemoryRecord) -> bool:
+    """Whether ``newer`` is visible everywhere ``older`` is, so it may replace it: global <- global,
+    session S <- global and session S <- session S are; global <- session and S <- another session T are not."""
+    return newer.scope in (GLOBAL_SCOPE, older.scope)
+
+
+def _where(record: MemoryRecord) -> str:
+    return "global" if record.session_id is None else f"of session {record.session_id!r}"
+
+
 def superseding(old: MemoryRecord, newer: MemoryRecord, read: Read) -> MemoryRecord:
     """``old`` marked as replaced by ``newer``; refused when that would link a memory to itself, directly or
-    around a cycle (``newer`` already leads back to ``old``)."""
+    around a cycle (``newer`` already leads back to ``old``), or when ``newer`` is not seen wherever ``old`` is."""
     if old.id == newer.id:
         raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
+    if not seen_wherever(old, newer):
+        raise InvalidInputError(
+            "superseded_by",
+            f"{newer.id} ({_where(newer)}) cannot replace {old.id} ({_where(old)}): a memory is replaced only by a "
+            "global one or one of its own session, which is seen everywhere it is",
+        )
     if old.id in successors(newer, read):
         raise InvalidInputError("superseded_by", f"{newer.id} is already replaced by {old.id}; that would be a cycle")
     return old.with_changes(superseded_by=newer.id)
@@ -54,14 +75,34 @@ def superseding(old: MemoryRecord, newer: MemoryRecord, read: Read) -> MemoryRec
 
 def restoration(record: MemoryRecord, read: Read) -> list[MemoryRecord]:
     """What undoing ``record``'s supersession changes, the restored memory first: it is live again, and the
-    live memory at the end of its chain is now superseded by it, so one memory of the chain stays live."""
+    live memory at the end of its chain is now superseded by it, so one memory of the chain stays live. When
+    ``record`` is not seen wherever that head is (a session's memory, a global head) the head stays live too:
+    it still answers where ``record`` cannot be seen."""
     if not record.superseded:
         raise InvalidInputError("id", f"{record.id} is not superseded; there is nothing to restore")
     chain = successors(record, read)
     head = read(chain[-1]) if chain else None
     changed = [record.with_changes(superseded_by=None)]
-    if head is not None and not head.superseded and head.id != record.id:
+    if head is not None and not head.superseded and head.id != record.id and seen_wherever(head, record):
         changed.append(head.with_changes(superseded_by=record.id))
+    return changed
+
+
+def unlinking(record: MemoryRecord, replaced: Sequence[MemoryRecord], read: Read) -> list[MemoryRecord]:
+    """What forgetting ``record`` changes in the memories it replaced (``replaced``: those whose superseded_by
+    is ``record``), so none is left pointing at a memory that no longer exists: each is now replaced by
+    ``record``'s own successor when it has one that may replace it (stored, seen wherever it is, no cycle),
+    or is live again."""
+    successor = read(record.superseded_by) if record.superseded_by else None
+    changed: list[MemoryRecord] = []
+    for old in replaced:
+        if old.id == record.id or old.superseded_by != record.id:
+            continue
+        heir = successor
+        if heir is not None and (heir.id == old.id or not seen_wherever(old, heir)
+                                 or old.id in successors(heir, read)):
+            heir = None
+        changed.append(old.with_changes(superseded_by=None if heir is None else heir.id))
     return changed
 
 

@@ -22,6 +22,7 @@ from vecmem.maintenance.writes import WritePath
 from vecmem.models import GLOBAL_SCOPE, ImportReport, MemoryFilter, MemoryRecord, normalize_for_hash
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.validation import check_unicode, validate_new_id
 
 __all__ = ["WRITE_BATCH", "content_id", "export", "import_lines", "parse_line", "parse_lines", "text_for_id",
            "write_batched"]
@@ -30,7 +31,10 @@ WRITE_BATCH = 256  # memories embedded and written together by add_records and i
 
 
 def content_id(user_id: str, scope: str, content: str) -> str:
-    """The id a memory gets when none is given: the same statement in the same scope is the same memory."""
+    """The id a memory gets when none is given: the same statement in the same scope is the same memory.
+    Text that cannot be encoded (a lone surrogate) is refused here, the first place that encodes it."""
+    for field_name, text in (("user_id", user_id), ("scope", scope), ("content", content)):
+        check_unicode(field_name, text)
     digest = hashlib.sha256(f"{user_id}\x1f{scope}\x1f{normalize_for_hash(content)}".encode())
     return "m-" + digest.hexdigest()[:20]
 
@@ -67,6 +71,8 @@ def parse_line(line: str, forced_user: str | None, default_user: str, now: datet
         if not isinstance(content, str) or not isinstance(scope, str) or not isinstance(data["user_id"], str):
             raise InvalidInputError("content", "must be a string")
         data = {**data, "id": content_id(data["user_id"], scope, content)}
+    else:  # an id the line gives is a new memory's id (NEW_ID_RULE), even when exported by an older version
+        data = {**data, "id": validate_new_id(data["id"])}
     return MemoryRecord.from_dict(data, created_at=now)
 
 
@@ -114,8 +120,9 @@ def write_batched(
     through ``writes`` (holding ``lock``, the bank's write lock, only while it writes).
 
     A record whose id is already stored, or came earlier in ``records``, is skipped unless ``overwrite`` (then
-    the last of repeated ids wins). ``progress`` is called with the number of records handled so far. Returns
-    the report and the users written to (sorted), whose caps the caller applies.
+    the last of repeated ids wins). An id outside NEW_ID_RULE raises InvalidInputError as its batch is gathered:
+    that batch is never written, batches already written stay. ``progress`` is called with the number of
+    records handled so far. Returns the report and the users written to (sorted), whose caps the caller applies.
     """
     added = skipped = handled = 0
     scheduled: set[tuple[str, str]] = set()
@@ -166,8 +173,10 @@ def _unseen(
 
 
 def _batches(items: Iterable[MemoryRecord], size: int) -> Iterator[list[MemoryRecord]]:
+    """``items`` in batches of ``size``, each id checked against NEW_ID_RULE before its batch is written."""
     batch: list[MemoryRecord] = []
     for item in items:
+        validate_new_id(item.id)
         batch.append(item)
         if len(batch) == size:
             yield batch
