@@ -71,3 +71,17 @@ def test_a_memory_given_on_the_command_line_is_not_written_to_the_lock(tmp_path:
         assert "4711" not in (tmp_path / "home" / "store.lock").read_text()
     finally:
         held.release()
+
+
+def test_an_old_lock_file_is_narrowed_and_an_old_holders_command_line_is_not_echoed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "store.lock").write_text("pid 1: vecmem serve --token OLD-SECRET\n")
+    (home / "store.lock").chmod(0o644)
+    held = lock_module.StoreLock(home)
+    try:
+        assert _mode(home / "store.lock") == 0o600
+    finally:
+        held.release()
+    assert lock_module._holder_text("pid 1: vecmem serve --token OLD-SECRET") == "a process that did not say which"
+    assert lock_module._holder_text("pid 42: vecmem serve") == "pid 42: vecmem serve"

@@ -60,6 +60,11 @@ def _visible(memory: Expected, session: str | None) -> bool:
     return memory.scope == "global" or memory.scope == session
 
 
+def _replaces(newer: Expected, older: Expected) -> bool:
+    """A memory may replace another only when it is seen wherever the other is (chains.seen_wherever)."""
+    return newer.scope in ("global", older.scope)
+
+
 class IsolationMachine(RuleBasedStateMachine):
     chroma_url: str | None = None  # set by the server variant below
     in_memory = False  # set by the in-memory variant: the banks share an InMemoryStore, each with its feed
@@ -127,7 +132,8 @@ class IsolationMachine(RuleBasedStateMachine):
     @rule(which=st.integers(0, 1), user=st.sampled_from(USERS), old=st.sampled_from(IDS), new=st.sampled_from(IDS))
     def supersede(self, which, user, old, new) -> None:
         bank, memories = self._bank(which), self.model[user]
-        if old not in memories or new not in memories or old == new or old in self._chain(user, new):
+        if (old not in memories or new not in memories or old == new or old in self._chain(user, new)
+                or not _replaces(memories[new], memories[old])):
             try:
                 bank.supersede(old, new, user_id=user)
             except (NotFoundError, InvalidInputError):
@@ -149,7 +155,8 @@ class IsolationMachine(RuleBasedStateMachine):
         chain = self._chain(user, memory_id)
         head = memories.get(chain[-1]) if chain else None
         memories[memory_id].superseded_by = None
-        if head is not None and head.superseded_by is None and chain[-1] != memory_id:
+        if (head is not None and head.superseded_by is None and chain[-1] != memory_id
+                and _replaces(memories[memory_id], head)):  # a session's memory leaves a global head live
             head.superseded_by = memory_id
 
     @rule(which=st.integers(0, 1), user=st.sampled_from(USERS), memory_id=st.sampled_from(IDS))
@@ -162,7 +169,15 @@ class IsolationMachine(RuleBasedStateMachine):
                 return
             raise AssertionError(f"forgot {memory_id}, which {user} does not have")
         bank.forget(memory_id, user_id=user)
-        del self.model[user][memory_id]
+        memories = self.model[user]
+        forgotten = memories.pop(memory_id)
+        heir_id = forgotten.superseded_by
+        for replaced_id, replaced in memories.items():  # what it replaced goes to its successor, or is live again
+            if replaced.superseded_by == memory_id:
+                heir = memories.get(heir_id) if heir_id is not None else None
+                keeps = (heir is not None and heir_id != replaced_id and _replaces(heir, replaced)
+                         and replaced_id not in self._chain(user, heir_id))
+                replaced.superseded_by = heir_id if keeps else None
 
     def _chain(self, user: str, memory_id: str) -> list[str]:
         chain, current = [], self.model[user].get(memory_id)

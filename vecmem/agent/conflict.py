@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vecmem.agent import rules
-from vecmem.bank import MemoryBank
 from vecmem.agent.extract import Candidate
+from vecmem.bank import MemoryBank
 from vecmem.maintenance import chains
 from vecmem.maintenance.hygiene import needs_review
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash

@@ -48,6 +48,8 @@ class StoreLock:
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise StoreError(f"cannot open the store lock {self.path}: {exc}") from exc
+        if os.fstat(descriptor).st_uid == os.getuid():
+            os.fchmod(descriptor, FILE_MODE)  # a lock file an older vecmem left 0644
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -89,9 +91,19 @@ def _program() -> str:
     return " ".join(words)
 
 
+_HOLDER = re.compile(r"pid \d+: [\w.+-]{1,100}( [a-z][a-z-]{0,30})?")
+
+
 def _read_holder(descriptor: int) -> str:
+    """What the holder wrote about itself, if it is in the form this version writes: an older vecmem wrote its
+    whole command line, which may hold a token, and that must not be echoed into our message."""
     try:
-        text = os.pread(descriptor, 300, 0).decode("utf-8", "replace").strip()
+        text = os.pread(descriptor, 300, 0).decode("utf-8", "replace")
     except OSError:
         text = ""
-    return text or "a process that did not say which"
+    return _holder_text(text)
+
+
+def _holder_text(text: str) -> str:
+    text = text.strip()
+    return text if _HOLDER.fullmatch(text) else "a process that did not say which"
