@@ -13,6 +13,7 @@ from vecmem.config import BudgetShares, RankWeights, Settings
 from vecmem.errors import (
     BudgetError,
     ConfigError,
+    ConflictError,
     EmbeddingError,
     EmbeddingMismatchError,
     ExtractionError,
@@ -100,6 +101,7 @@ __all__ = [
     "ConfigError",
     "InvalidInputError",
     "NotFoundError",
+    "ConflictError",
     "StoreError",
     "EmbeddingMismatchError",
     "StoreInUseError",

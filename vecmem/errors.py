@@ -7,6 +7,8 @@ module that imports that SDK (``raise ... from exc``), so callers only ever catc
     ├── ConfigError              a setting or environment variable has an invalid value
     ├── InvalidInputError        a caller passed a bad value (``.field`` names it)
     ├── NotFoundError            no memory with that id for that user
+    ├── ConflictError            well formed, but the memory's state refuses it (not pending, not superseded,
+    │                            an id already used for other text, a supersession that would loop)
     ├── StoreError               the vector store failed or could not be reached
     │   ├── EmbeddingMismatchError   the store was built with another embedding model
     │   └── StoreInUseError          another process has this embedded store open
@@ -26,6 +28,7 @@ __all__ = [
     "ConfigError",
     "InvalidInputError",
     "NotFoundError",
+    "ConflictError",
     "StoreError",
     "EmbeddingMismatchError",
     "StoreInUseError",
@@ -59,6 +62,18 @@ class NotFoundError(VecmemError, KeyError):
 
     def __str__(self) -> str:  # KeyError would wrap the message in quotes
         return str(self.args[0]) if self.args else "not found"
+
+
+class ConflictError(VecmemError):
+    """The request is well formed, but what is stored refuses it: approving a memory that is not pending,
+    restoring one that is not superseded, reusing an id for other text, a supersession that would form a cycle
+    or cross scopes. Trying again will not help until the state changes; ``field`` names what conflicts.
+    HTTP answers 409."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
 
 
 class StoreError(VecmemError):
@@ -101,7 +116,7 @@ class BudgetError(VecmemError):
     """A prompt section that cannot be shortened does not fit its share of the context window."""
 
 
-_USER_ERRORS = (ConfigError, InvalidInputError, NotFoundError, EmbeddingMismatchError, StoreInUseError, BudgetError)
+_USER_ERRORS = (ConfigError, InvalidInputError, NotFoundError, ConflictError, EmbeddingMismatchError, StoreInUseError, BudgetError)
 
 
 def is_user_error(error: BaseException) -> bool:

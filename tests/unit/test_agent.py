@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.conftest import ScriptedModel
-from vecmem import InvalidInputError, LLMError
+from vecmem import ConflictError, InvalidInputError, LLMError
 from vecmem.agent.memory_agent import TEMPLATES, memory_used
 from vecmem.agent.rules import text_units
 
@@ -48,7 +48,7 @@ class TestSupersessionOffline:
         assert not bank.get(ts.id).superseded and bank.get(js.id).superseded_by == ts.id
         recalled = [hit.content for hit in agent.turn("帮我写一个 sleep 函数").pack.memories]
         assert "用户喜欢用 TypeScript" in recalled and "用户：以后都用 JavaScript" not in recalled
-        with pytest.raises(InvalidInputError, match="not superseded"):
+        with pytest.raises(ConflictError, match="not superseded"):
             bank.restore(ts.id)
 
     def test_restating_an_old_preference_restores_it(self, make_agent):

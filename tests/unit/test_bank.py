@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import FakeEmbedder
 from vecmem import (
+    ConflictError,
     EmbeddingError,
     EmbeddingMismatchError,
     InvalidInputError,
@@ -42,7 +43,7 @@ class TestAddGetForget:
 
     def test_explicit_id_cannot_be_reused_for_other_content(self, bank):
         bank.add("one", memory_id="fixed")
-        with pytest.raises(InvalidInputError, match="already used"):
+        with pytest.raises(ConflictError, match="already used"):
             bank.add("two", memory_id="fixed")
 
     def test_invalid_add_stores_nothing(self, bank):
@@ -381,7 +382,7 @@ class TestSupersedeAndStats:
         with pytest.raises(InvalidInputError):
             bank.supersede(a.id, a.id)
         bank.supersede(a.id, b.id)
-        with pytest.raises(InvalidInputError, match="cycle"):
+        with pytest.raises(ConflictError, match="cycle"):
             bank.supersede(b.id, a.id)
 
     def test_cannot_supersede_across_users(self, bank):
@@ -394,7 +395,7 @@ class TestSupersedeAndStats:
     def test_supersession_across_scopes_that_do_not_see_both_is_refused(self, bank, older, newer):
         old = bank.add("The user drinks tea", session_id=older)
         new = bank.add("The user drinks coffee now", session_id=newer)
-        with pytest.raises(InvalidInputError, match="own session") as refused:
+        with pytest.raises(ConflictError, match="own session") as refused:
             bank.supersede(old.id, new.id)
         assert refused.value.field == "superseded_by" and new.id in str(refused.value)
         assert bank.get(old.id).superseded_by is None

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from tests.conftest import T0
-from vecmem import InvalidInputError, MemoryRecord
+from vecmem import ConflictError, InvalidInputError, MemoryRecord
 from vecmem.maintenance import chains
 
 
@@ -34,7 +34,7 @@ def test_superseding_links_the_old_memory_and_refuses_itself_and_cycles():
     assert chains.superseding(graph["old"], graph["new"], graph.get).superseded_by == "new"
     with pytest.raises(InvalidInputError, match="itself"):
         chains.superseding(graph["old"], graph["old"], graph.get)
-    with pytest.raises(InvalidInputError, match="cycle"):
+    with pytest.raises(ConflictError, match="cycle"):
         chains.superseding(graph["newest"], graph["new"], graph.get)  # new already leads to newest
 
 
@@ -43,7 +43,7 @@ def test_restoration_makes_the_memory_live_and_supersedes_the_head_of_its_chain(
     restored, head = chains.restoration(graph["a"], graph.get)
     assert restored.id == "a" and restored.superseded_by is None
     assert head.id == "c" and head.superseded_by == "a"
-    with pytest.raises(InvalidInputError, match="nothing to restore"):
+    with pytest.raises(ConflictError, match="nothing to restore"):
         chains.restoration(graph["c"], graph.get)
 
 
@@ -88,7 +88,7 @@ def test_a_memory_is_replaced_only_by_one_seen_wherever_it_is(older, newer, allo
     if allowed:
         assert chains.superseding(old, new, graph.get).superseded_by == "new"
     else:
-        with pytest.raises(InvalidInputError, match="cannot replace old") as refused:
+        with pytest.raises(ConflictError, match="cannot replace old") as refused:
             chains.superseding(old, new, graph.get)
         assert "own session" in str(refused.value) and refused.value.field == "superseded_by"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import ScriptedModel
-from vecmem.errors import InvalidInputError
+from vecmem.errors import ConflictError
 from vecmem.interfaces.cli import main as cli_main
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
@@ -51,7 +51,7 @@ def test_prune_dry_run_changes_nothing_and_gives_each_reason(make_bank, settings
     _fill(bank, clock, 30)
     before = [r.to_dict() for r in bank.export()]
     out = io.StringIO()
-    factory = lambda settings_, verify_model=True: bank  # noqa: E731 - the CLI on this bank
+    factory = lambda settings_, verify_model=True: bank
     assert cli_main(["prune", "--dry-run", "--json"], stdout=out, stderr=io.StringIO(), bank_factory=factory) == 0
     listed = json.loads(out.getvalue())
     assert listed and all("below the threshold 0.3" in c["reason"] and c["retention"] < 0.3 for c in listed)
@@ -90,7 +90,7 @@ def test_a_low_confidence_extraction_waits_for_approval_and_a_rejected_one_is_go
     bank.reject(bees.id)
     assert bees.id not in {r.id for r in bank.export()} and bank.review_queue() == []
     assert "bees" not in bank.build_context("bees").long_term
-    with pytest.raises(InvalidInputError, match="not pending"):
+    with pytest.raises(ConflictError, match="not pending"):
         bank.reject(approved.id)
 
 
@@ -117,7 +117,7 @@ def test_review_approve_and_reject_from_the_command_line(make_bank, clock):
         clock.advance(minutes=1)  # the queue is shown oldest first
         queued.append(bank.add(text, source="extracted", confidence=0.2, status="pending"))
     first, second, third = queued
-    factory = lambda settings_, verify_model=True: bank  # noqa: E731
+    factory = lambda settings_, verify_model=True: bank
     out = io.StringIO()
     # approve the first as it is, edit the second, reject the third
     code = cli_main(["review"], stdout=out, stderr=io.StringIO(), bank_factory=factory,

@@ -38,7 +38,7 @@ from hypothesis.stateful import (
 from tests.conftest import Clock, FakeEmbedder
 from tests.tally import count
 from vecmem import MemoryBank, Settings
-from vecmem.errors import InvalidInputError, NotFoundError
+from vecmem.errors import ConflictError, InvalidInputError, NotFoundError
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.memory import InMemoryStore
 
@@ -136,7 +136,7 @@ class IsolationMachine(RuleBasedStateMachine):
                 or not _replaces(memories[new], memories[old])):
             try:
                 bank.supersede(old, new, user_id=user)
-            except (NotFoundError, InvalidInputError):
+            except (NotFoundError, InvalidInputError, ConflictError):
                 return
             raise AssertionError(f"{user}: superseding {old} by {new} should have been refused")
         bank.supersede(old, new, user_id=user)
@@ -148,7 +148,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if memory_id not in memories or memories[memory_id].superseded_by is None:
             try:
                 bank.restore(memory_id, user_id=user)
-            except (NotFoundError, InvalidInputError):
+            except (NotFoundError, InvalidInputError, ConflictError):
                 return
             raise AssertionError(f"{user}: restoring {memory_id} should have been refused")
         bank.restore(memory_id, user_id=user)

@@ -117,7 +117,7 @@ def test_review_queue_prune_and_unarchive_over_http(bank):
     assert {r["id"] for r in api.get("/review").json()} == {waiting.id, doubtful.id}
     assert api.post(f"/memories/{waiting.id}/approve", json={"content": "The user keeps bees"}).json()["status"] == "live"
     assert api.post(f"/memories/{doubtful.id}/reject").status_code == 200
-    assert api.post(f"/memories/{waiting.id}/reject").status_code == 422  # not pending any more
+    assert api.post(f"/memories/{waiting.id}/reject").status_code == 409  # not pending any more
     api.post("/memories", json={"content": "The user likes tea", "importance": 0.9})
     archived = api.get("/memories", params={"status": "archived"}).json()
     assert [r["content"] for r in archived] == ["The user keeps bees"]  # over the cap of 1: the lower retention

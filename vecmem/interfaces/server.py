@@ -29,7 +29,15 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from vecmem.bank import MemoryBank
-from vecmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreInUseError, VecmemError, is_user_error
+from vecmem.errors import (
+    ConfigError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    StoreInUseError,
+    VecmemError,
+    is_user_error,
+)
 from vecmem.interfaces.keys import KeyStore, Principal, keys_path
 from vecmem.interfaces.server_schemas import (
     IDENTIFIER_SCHEMA,
@@ -112,13 +120,14 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
     def vecmem_error(_: Request, error: VecmemError) -> JSONResponse:
         if isinstance(error, NotFoundError):
             status = 404
-        elif isinstance(error, StoreInUseError):
+        elif isinstance(error, (StoreInUseError, ConflictError)):
             status = 409
         elif is_user_error(error):
             status = 422
         else:
             status = 500
-        return _error(status, str(error), error.field if isinstance(error, InvalidInputError) else None)
+        field = error.field if isinstance(error, (InvalidInputError, ConflictError)) else None
+        return _error(status, str(error), field)
 
     @app.exception_handler(RequestValidationError)
     def malformed(_: Request, error: RequestValidationError) -> JSONResponse:

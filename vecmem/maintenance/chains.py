@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from vecmem.errors import InvalidInputError
+from vecmem.errors import ConflictError, InvalidInputError
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 from vecmem.storage.base import MemoryStore
 
@@ -63,13 +63,13 @@ def superseding(old: MemoryRecord, newer: MemoryRecord, read: Read) -> MemoryRec
     if old.id == newer.id:
         raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
     if not seen_wherever(old, newer):
-        raise InvalidInputError(
+        raise ConflictError(
             "superseded_by",
             f"{newer.id} ({_where(newer)}) cannot replace {old.id} ({_where(old)}): a memory is replaced only by a "
             "global one or one of its own session, which is seen everywhere it is",
         )
     if old.id in successors(newer, read):
-        raise InvalidInputError("superseded_by", f"{newer.id} is already replaced by {old.id}; that would be a cycle")
+        raise ConflictError("superseded_by", f"{newer.id} is already replaced by {old.id}; that would be a cycle")
     return old.with_changes(superseded_by=newer.id)
 
 
@@ -79,7 +79,7 @@ def restoration(record: MemoryRecord, read: Read) -> list[MemoryRecord]:
     ``record`` is not seen wherever that head is (a session's memory, a global head) the head stays live too:
     it still answers where ``record`` cannot be seen."""
     if not record.superseded:
-        raise InvalidInputError("id", f"{record.id} is not superseded; there is nothing to restore")
+        raise ConflictError("id", f"{record.id} is not superseded; there is nothing to restore")
     chain = successors(record, read)
     head = read(chain[-1]) if chain else None
     changed = [record.with_changes(superseded_by=None)]

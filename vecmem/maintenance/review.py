@@ -10,7 +10,7 @@ twice (or on the wrong id) says so instead of quietly changing something else.
 
 from __future__ import annotations
 
-from vecmem.errors import InvalidInputError
+from vecmem.errors import ConflictError
 from vecmem.maintenance.writes import WritePath
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.storage.access import AccessStats
@@ -20,9 +20,9 @@ __all__ = ["move", "moved", "pending", "reject", "require_status"]
 
 
 def require_status(record: MemoryRecord, status: str) -> MemoryRecord:
-    """``record`` itself when it has ``status``; InvalidInputError naming both statuses when not."""
+    """``record`` itself when it has ``status``; ConflictError naming both statuses when not."""
     if record.status != status:
-        raise InvalidInputError("id", f"{record.id} is {record.status}, not {status}")
+        raise ConflictError("id", f"{record.id} is {record.status}, not {status}")
     return record
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from vecmem.errors import InvalidInputError
+from vecmem.errors import ConflictError
 from vecmem.models import MemoryRecord, normalize_for_hash
 from vecmem.retrieval.keyword import memory_tokens
 from vecmem.retrieval.retriever import Retriever
@@ -62,7 +62,7 @@ class WritePath:
             self.write([record], new=True)
             return None
         if normalize_for_hash(existing.content) != normalize_for_hash(record.content):
-            raise InvalidInputError("id", f"{record.id} is already used by another memory; use update()")
+            raise ConflictError("id", f"{record.id} is already used by another memory; use update()")
         return self.access.apply([existing])[0]
 
     def update(self, record: MemoryRecord, changes: Mapping[str, object]) -> MemoryRecord:
