@@ -84,7 +84,7 @@ class OpenAIChatModel:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, TypeError) as exc:
             raise LLMError(f"the model server at {self._where} sent a reply without a message") from exc
-        if not content or not content.strip():
+        if not isinstance(content, str) or not content.strip():  # a server may send null, or not a string at all
             raise LLMError(f"the model at {self._where} returned an empty answer")
         return content
 
