@@ -93,7 +93,7 @@ class MemoryBank:
             return given
         if self.settings.chroma_url:
             opened = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url,
-                                 database=self.settings.chroma_database)
+                                 database=self.settings.chroma_database, dedicated_at=self.settings.dedicated_at)
         else:
             self._store_lock = StoreLock(self.settings.home)  # one process per embedded store (lock.py)
             acquired.callback(self._store_lock.release)
@@ -101,7 +101,7 @@ class MemoryBank:
             self._changes = ChangeFeed(self.settings.home / "changes.sqlite3")
             acquired.callback(self._changes.close)
             opened = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma",
-                                 changes=self._changes)
+                                 changes=self._changes, dedicated_at=self.settings.dedicated_at)
         acquired.callback(opened.close)
         return opened
 

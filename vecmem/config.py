@@ -257,6 +257,10 @@ class Settings:
     chroma_url: str | None = setting("VECMEM_CHROMA_URL", None, _text, _url("http://host:port"))
     # with a Chroma server: the database (created when missing)
     chroma_database: str = setting("VECMEM_CHROMA_DATABASE", "default_database", _text, _non_empty)
+    # a user with this many memories moves from the shared collection to collections of their own (chroma.py)
+    dedicated_at: int = setting("VECMEM_DEDICATED_AT", 500, _integer, _at_least(1))
+    # the memory budget of the caches of one process, in MiB
+    cache_mb: int = setting("VECMEM_CACHE_MB", 512, _integer, _at_least(16))
     # `vecmem serve`: the bearer token it requires
     api_token: str | None = setting("VECMEM_API_TOKEN", None, _text, repr=False)
     embed_model: str = setting("VECMEM_EMBED_MODEL", DEFAULT_EMBED_MODEL, _text, _non_empty)

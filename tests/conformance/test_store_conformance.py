@@ -294,11 +294,7 @@ def test_nearest_keeps_to_types_and_among(store: MemoryStore) -> None:
     assert store.nearest("alice", query, 10, among={"preference": ["a"]}) == ([], [])
 
 
-def test_nearest_gives_cosines_for_vectors_not_of_unit_length(store: MemoryStore, request) -> None:
-    if request.node.callspec.params["opener"] != "memory":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "ChromaStore's id-restricted search reads the vectors and returns their dot products with the query, "
-            "a cosine only for unit vectors (chroma_search.Search.run); vecmem's embedders normalise theirs")))
+def test_nearest_gives_cosines_for_vectors_not_of_unit_length(store: MemoryStore) -> None:
     stored = {"long": np.array([3.0, 0, 0, 0, 0, 0, 0, 0], dtype=np.float32),
               "short": np.array([0.5, 0.5, 0, 0, 0, 0, 0, 0], dtype=np.float32)}
     write(store, [rec(i) for i in stored], list(stored.values()))

@@ -99,7 +99,7 @@ def test_banks_and_threads_of_one_process_share_the_store(tmp_path):
 
 def test_a_store_searches_its_collections_at_once_on_threads_it_lets_go_of_on_close(tmp_path):
     embedder = FakeEmbedder()
-    store = ChromaStore(model_name=embedder.name, path=tmp_path / "chroma")
+    store = ChromaStore(model_name=embedder.name, path=tmp_path / "chroma", dedicated_at=1)  # per-type collections
     records = [MemoryRecord(id=f"m-{kind}", content=f"a memory of type {kind}", type=kind, user_id="u") for kind in MEMORY_TYPES]
     store.upsert("u", records, embedder.embed_documents([r.content for r in records]),
                  [r.content.split() for r in records], new=True)

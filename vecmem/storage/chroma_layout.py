@@ -1,89 +1,82 @@
-"""Which Chroma collections hold a store's memories: their names, the registry, and the repairs made when a
-user is first opened.
+"""Which Chroma collections hold a store's memories: their names, the registry, and the repairs and moves
+made when a user is first opened.
 
-* One collection per user and memory type (``vecmem-u-<hash of user_id>-<type>``). Memories of different
-  users live in different HNSW indexes, so no query or filter mistake can return another user's memory; and a
-  type filter (a coding request wants preferences and instructions) is a choice of collections instead of
-  Chroma's where-filter, which costs 140 to 300 ms at 100,000 memories against 2 ms for a plain search.
-* A ``vecmem-registry`` collection whose metadata records the store's embedding model and dimension; every
-  user collection records them too. Chroma ignores metadata passed for an existing collection, so vecmem
-  compares them itself and raises ``EmbeddingMismatchError`` on a change.
+* Two layouts (``chroma.py`` says why): a user below ``dedicated_at`` memories has *places* in the shared
+  collection of their model (``chroma_shared.py``); a bigger one has collections of their own, one per
+  memory type (``vecmem-u-<hash of user_id>-<type>``), each its own HNSW index. Both answer the same calls,
+  so the store above sees {type: collection} either way.
+* The registry (``vecmem-registry``): its metadata records the store's embedding model and dimension (every
+  user collection records them too; Chroma ignores metadata passed for an existing collection, so vecmem
+  compares them itself and raises ``EmbeddingMismatchError`` on a change). Its rows, one per user (id: the
+  user's key), say which layout the user is in (``layout``: shared, dedicated, or a move under way), which
+  shared collection holds them (``shared``) and which types they have there (``types``): opening a shared
+  user is one read, and ``users()`` lists everyone without scanning rows.
 * Cosine space; embeddings are always supplied by vecmem (``embedding_function=None``), so Chroma's own
   default model is never loaded.
-* A store written before the per-type layout (one ``vecmem-u-<hash>`` collection per user) is split into it
-  the first time the user is opened; the old collection is dropped only once every row was copied.
-* A reindex that died between dropping a collection and renaming its rebuilt copy into place left that copy
-  complete (``-reindex``, marked ``vecmem_rebuild_complete``); opening the user renames it.
+* On a user's first open: a store written before the per-type layout (one ``vecmem-u-<hash>`` collection per
+  user) is split into it, the old collection dropped only once every row was copied; a reindex that died
+  between dropping a collection and renaming its rebuilt copy into place left that copy complete
+  (``-reindex``, marked ``vecmem_rebuild_complete``), which is renamed; a move between layouts that died
+  midway is finished (``chroma_moves.py``); and a user of collections of their own who has fewer than half
+  of ``dedicated_at`` memories (every user of a store written before the shared layout) is moved into the
+  shared collection. The half is a margin, so a user hovering at the threshold does not move back and forth.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from vecmem.errors import EmbeddingMismatchError, StoreError
+from vecmem.errors import EmbeddingMismatchError
 from vecmem.models import MEMORY_TYPES
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.chroma_client import chroma_errors, create_or_existing, found_or_none
+from vecmem.storage.chroma_moves import (
+    copy_embedded,
+    move_to_dedicated,
+    move_to_shared,
+    rebuild_shared,
+    split_legacy,
+)
+from vecmem.storage.chroma_shared import (
+    SHARED_HNSW,
+    SHARED_PREFIX,
+    USER_PREFIX,
+    SharedPlace,
+    collection_name,
+    model_of,
+    pages,
+    shared_model_prefix,
+    shared_name,
+    user_key,
+)
 
-__all__ = ["REBUILD_SUFFIX", "ChromaCollections", "collection_name", "model_of", "pages", "user_key"]
+__all__ = ["DEDICATED_AT", "REBUILD_SUFFIX", "ChromaCollections", "collection_name", "model_of", "pages", "user_key"]
 
-_USER_PREFIX = "vecmem-u-"
+DEDICATED_AT = 500  # VECMEM_DEDICATED_AT's default (config.py): chroma.py says how it was chosen
 _REGISTRY = "vecmem-registry"
 REBUILD_SUFFIX = "-reindex"
-_SCHEMA_VERSION = 2  # 1: one collection per user; 2: one per user and type
-_PAGE = 1000  # rows per Chroma get() page when scanning a collection
+_SCHEMA_VERSION = 3  # 1: one collection per user; 2: one per user and type; 3: small users shared
 _RECHECK_MISSING_S = 5.0  # without a change feed: how long a missing collection is believed missing
 
 
-def user_key(user_id: str) -> str:
-    """The user's name in Chroma (and the name of their collection in the first layout)."""
-    # Chroma names allow [a-zA-Z0-9._-] only, so the user id is hashed and kept in the collection metadata.
-    return _USER_PREFIX + hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:32]
-
-
-def collection_name(user_id: str, memory_type: str) -> str:
-    """The collection holding the user's memories of one type."""
-    return f"{user_key(user_id)}-{memory_type}"
-
-
-def pages(
-    collection: Any, include: list[str], action: str, *, where: dict[str, Any] | None = None, size: int = _PAGE
-) -> Iterator[Mapping[str, Any]]:
-    """Every row of a collection (those passing ``where``), a Chroma ``get`` result of up to ``size`` rows at
-    a time; empty pages are not yielded."""
-    offset = 0
-    while True:
-        with chroma_errors(action):
-            rows = collection.get(where=where, limit=size, offset=offset, include=include)
-        if rows["ids"]:
-            yield rows
-        if len(rows["ids"]) < size:
-            return
-        offset += size
-
-
-def model_of(metadata: Mapping[str, Any] | None) -> tuple[str, int]:
-    """(embedding model, dimension) as a collection's metadata records them."""
-    meta = metadata or {}
-    return str(meta.get("embed_model", "")), int(meta.get("embed_dim", 0) or 0)
-
-
 class ChromaCollections:
-    """The collections of one store: looked up once per user and cached, created on a user's first write."""
+    """The collections of one store: a user's looked up once and cached, created on a user's first write."""
 
-    def __init__(self, client: Any, model_name: str, changes: ChangeFeed | None) -> None:
+    def __init__(self, client: Any, model_name: str, changes: ChangeFeed | None,
+                 dedicated_at: int = DEDICATED_AT) -> None:
         self.client = client
-        self.model_name = model_name
-        self.changes = changes
-        self._known: dict[str, dict[str, Any]] = {}  # user -> {type: collection} of those that exist
+        self.model_name, self.changes, self.dedicated_at = model_name, changes, dedicated_at
+        self._known: dict[str, dict[str, Any]] = {}  # user -> {type: collection or place} of those that exist
         self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
+        self._sizes: dict[str, int] = {}  # shared user -> memories at most (counted, plus what was added since)
+        self._shared: dict[str, Any] = {}  # name -> shared collection
         self._lock = threading.RLock()
+        self.writing = threading.RLock()  # held by every write and by a move, so no write lands mid-move
 
     # ------------------------------------------------------------------------------------------ one collection
 
@@ -92,12 +85,13 @@ class ChromaCollections:
         return found_or_none(lambda: self.client.get_collection(name, embedding_function=None),
                              f"reading collection {name}")
 
-    def create(self, name: str, metadata: dict[str, Any]) -> Any:
+    def create(self, name: str, metadata: dict[str, Any], hnsw: dict[str, Any] | None = None) -> Any:
         """A new collection; the existing one when another bank of this process (or a server client) has just
         made it."""
         return create_or_existing(
             lambda: self.client.create_collection(
-                name, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
+                name, configuration={"hnsw": hnsw or {"space": "cosine"}}, metadata=metadata,
+                embedding_function=None,
             ),
             lambda: self.client.get_collection(name, embedding_function=None),
             f"creating collection {name}",
@@ -116,6 +110,28 @@ class ChromaCollections:
             "vecmem_schema": _SCHEMA_VERSION,
             **extra,
         }
+
+    def shared_for(self, model_name: str, dimension: int, user_id: str) -> Any:
+        """The shared collection of this model and dimension for the user, created when missing."""
+        name = shared_name(model_name, dimension, user_id)
+        with self._lock:
+            if name not in self._shared:
+                metadata = {"embed_model": model_name, "embed_dim": dimension, "vecmem_schema": _SCHEMA_VERSION}
+                self._shared[name] = self.get(name) or self.create(name, metadata, SHARED_HNSW)
+            return self._shared[name]
+
+    def _shared_named(self, name: str) -> Any | None:
+        with self._lock:
+            if name not in self._shared:
+                found = self.get(name)
+                if found is None:
+                    return None
+                self._shared[name] = found
+            return self._shared[name]
+
+    @staticmethod
+    def place(shared: Any, user_id: str, memory_type: str) -> SharedPlace:
+        return SharedPlace(shared, user_id, memory_type, collection_name(user_id, memory_type))
 
     # ------------------------------------------------------------------------------------------ the registry
 
@@ -136,17 +152,50 @@ class ChromaCollections:
                 raise EmbeddingMismatchError(*model_of(stored), self.model_name)
             registry.modify(metadata=metadata)
 
+    def entry(self, user_id: str) -> dict[str, Any] | None:
+        """The user's registry row (layout, shared, types), or None for a user it does not know."""
+        registry = self.get(_REGISTRY)
+        if registry is None:
+            return None
+        with chroma_errors("reading the user registry"):
+            rows = registry.get(ids=[user_key(user_id)], include=["metadatas"])
+        if not rows["ids"] or (rows["metadatas"][0] or {}).get("vecmem_user") != user_id:
+            return None
+        return dict(rows["metadatas"][0])
+
+    def put_entry(self, user_id: str, layout: str, shared: str, types: Iterable[str]) -> None:
+        """Record the user's layout. The registry exists by then (created with a user's first collection)."""
+        metadata = {"vecmem_user": user_id, "layout": layout, "shared": shared, "types": " ".join(sorted(types))}
+        with chroma_errors("writing the user registry"):
+            registry = self.client.get_or_create_collection(_REGISTRY, embedding_function=None)
+            registry.upsert(ids=[user_key(user_id)], embeddings=[[1.0]], metadatas=[metadata])
+
     def users(self) -> list[str]:
-        """Every user id that has a collection in this store."""
+        """Every user id of the store: those in the registry and those with collections of their own."""
+        found: set[str] = set()
+        registry = self.get(_REGISTRY)
+        if registry is not None:
+            for rows in pages(registry, ["metadatas"], "listing users"):
+                found.update(str(m["vecmem_user"]) for m in rows["metadatas"] if m and "vecmem_user" in m)
         with chroma_errors("listing users"):
             collections = self.client.list_collections()
-        found = set()
         for collection in collections:
             name = collection.name
             meta = collection.metadata or {}
-            if name.startswith(_USER_PREFIX) and not name.endswith(REBUILD_SUFFIX) and "vecmem_user" in meta:
+            if name.startswith(USER_PREFIX) and not name.endswith(REBUILD_SUFFIX) and "vecmem_user" in meta:
                 found.add(str(meta["vecmem_user"]))
         return sorted(found)
+
+    def drop_stale_shared(self, dimension: int) -> None:
+        """After a reindex of every user: drop the shared collections of other models (only leftovers remain)."""
+        current = shared_model_prefix(self.model_name, dimension)
+        with chroma_errors("listing collections"):
+            names = [c.name for c in self.client.list_collections()]
+        for name in names:
+            if name.startswith(SHARED_PREFIX) and not name.startswith(current):
+                self.delete(name)
+                with self._lock:
+                    self._shared.pop(name, None)
 
     # ------------------------------------------------------------------------------------------ a user's
 
@@ -158,32 +207,25 @@ class ChromaCollections:
         create_with_dimension: int | None = None,
         verify: bool = True,
     ) -> dict[str, Any]:
-        """The user's collections for ``types`` (all four when None) that exist; with a dimension (a write),
-        the missing ones are created. ``verify``: raise EmbeddingMismatchError for one built with another model."""
+        """The user's collections (or shared places) for ``types`` (all four when None) that exist; with a
+        dimension (a write), the missing ones are created. ``verify``: raise EmbeddingMismatchError for one
+        built with another model."""
         wanted = MEMORY_TYPES if types is None else tuple(types)
         with self._lock:
-            known = self._known.get(user_id)
-            if known is not None and any(t not in known for t in wanted) and self._may_have_new(user_id):
-                known = None  # another bank may have created the missing ones since
-            if known is None:
-                self._resolved[user_id] = self._moment()
-                self._split_legacy(user_id)
-                known = {}
-                for memory_type in MEMORY_TYPES:
-                    name = collection_name(user_id, memory_type)
-                    collection = self.get(name) or self._finish_interrupted_rebuild(name)
-                    if collection is not None:
-                        known[memory_type] = collection
-                self._known[user_id] = known
+            known = self._cached(user_id, wanted)
+        if known is None:  # opening may move the user's memories: no write of this process may run meanwhile
+            with self.writing, self._lock:
+                known = self._cached(user_id, wanted)
+                if known is None:
+                    self._resolved[user_id] = self._moment()
+                    known = self._open(user_id)
+                    self._known[user_id] = known
+        with self._lock:
             if create_with_dimension is not None:
                 missing = [t for t in wanted if t not in known]
                 if missing:
                     self.record_model(create_with_dimension)
-                for new_type in missing:
-                    known[new_type] = self.create(
-                        collection_name(user_id, new_type),
-                        self.user_metadata(user_id, create_with_dimension, new_type),
-                    )
+                    self._add_places(user_id, known, missing, create_with_dimension)
             found = {t: known[t] for t in wanted if t in known}
         if verify:
             for collection in found.values():
@@ -192,10 +234,92 @@ class ChromaCollections:
                     raise EmbeddingMismatchError(stored, dimension, self.model_name)
         return found
 
+    def _cached(self, user_id: str, wanted: Sequence[str]) -> dict[str, Any] | None:
+        """What is known of the user's collections; None when unknown, or when a missing one may exist by now
+        (another bank may have created it)."""
+        known = self._known.get(user_id)
+        if known is not None and any(t not in known for t in wanted) and self._may_have_new(user_id):
+            return None
+        return known
+
+    def _add_places(self, user_id: str, known: dict[str, Any], missing: Sequence[str], dimension: int) -> None:
+        """Make the user's places of the ``missing`` types: in the shared collection, unless the user has
+        collections of their own (or every user is to, ``dedicated_at`` 1)."""
+        dedicated = any(not isinstance(c, SharedPlace) for c in known.values()) or self.dedicated_at <= 1
+        if dedicated:
+            for new_type in missing:
+                known[new_type] = self.create(collection_name(user_id, new_type),
+                                              self.user_metadata(user_id, dimension, new_type))
+            return
+        shared = (next(iter(known.values())).shared if known
+                  else self.shared_for(self.model_name, dimension, user_id))
+        for new_type in missing:
+            known[new_type] = self.place(shared, user_id, new_type)
+        self.put_entry(user_id, "shared", shared.name, known)
+
+    def _open(self, user_id: str) -> dict[str, Any]:
+        """Where the user's memories are, finishing what an interrupted move or reindex left (module docstring);
+        called holding ``writing``."""
+        entry = self.entry(user_id) or {}
+        layout = entry.get("layout")
+        types = str(entry.get("types", "")).split()
+        shared = self._shared_named(str(entry["shared"])) if entry.get("shared") else None
+        if layout == "shared":
+            return {} if shared is None else {t: self.place(shared, user_id, t) for t in types}
+        if layout == "to-dedicated" and shared is not None:
+            move_to_dedicated(self, user_id, {t: self.place(shared, user_id, t) for t in types})
+        split_legacy(self, user_id)
+        dedicated: dict[str, Any] = {}
+        for memory_type in MEMORY_TYPES:
+            name = collection_name(user_id, memory_type)
+            collection = self.get(name) or self._finish_interrupted_rebuild(name)
+            if collection is not None:
+                dedicated[memory_type] = collection
+        if dedicated and self._belongs_in_shared(dedicated, moving=layout == "to-shared"):
+            return move_to_shared(self, user_id, dedicated)
+        if dedicated and layout != "dedicated":
+            self.put_entry(user_id, "dedicated", "", dedicated)
+        return dedicated
+
+    def _belongs_in_shared(self, dedicated: dict[str, Any], *, moving: bool) -> bool:
+        """Whether a user's own collections go into the shared one: a move under way is finished; otherwise
+        when they hold fewer than half of ``dedicated_at`` memories and all record one model."""
+        if moving:
+            return True
+        if len({model_of(c.metadata) for c in dedicated.values()}) != 1:
+            return False  # a reindex is half done: ``vecmem reindex`` finishes it first
+        with chroma_errors("counting memories"):
+            total = sum(int(c.count()) for c in dedicated.values())
+        return total < self.dedicated_at // 2
+
+    def after_write(self, user_id: str, written: int) -> None:
+        """Count what a write added to a shared user; past ``dedicated_at``, move them to collections of their
+        own. Done within the write (under ``writing``): see ``chroma.py`` for why not in the background."""
+        with self._lock:
+            known = self._known.get(user_id) or {}
+            places = {t: c for t, c in known.items() if isinstance(c, SharedPlace)}
+            if not places or len(places) != len(known):
+                return
+            size = self._sizes.get(user_id)
+            size = self._count(places) if size is None else size + written
+            if size >= self.dedicated_at:
+                size = self._count(places)  # replaced memories were counted twice
+            self._sizes[user_id] = size
+            if size < self.dedicated_at:
+                return
+            self._known[user_id] = move_to_dedicated(self, user_id, places)
+            self._sizes.pop(user_id, None)
+
+    @staticmethod
+    def _count(places: dict[str, SharedPlace]) -> int:
+        with chroma_errors("counting memories"):
+            return sum(place.count() for place in places.values())
+
     def refresh(self, user_id: str) -> None:
         """Forget which collections of the user exist (another bank or server client may have made one since)."""
         with self._lock:
             self._known.pop(user_id, None)
+            self._sizes.pop(user_id, None)
 
     def announce_reset(self, user_id: str) -> None:
         """Tell other banks that every memory of the user may have moved."""
@@ -217,36 +341,6 @@ class ChromaCollections:
 
     # ------------------------------------------------------------------------------------------ repairs on open
 
-    def _split_legacy(self, user_id: str) -> None:
-        """Move a one-collection-per-user store (schema 1) into the per-type layout, rows with their vectors."""
-        legacy = self.get(user_key(user_id))
-        if legacy is None:
-            return
-        meta = legacy.metadata or {}
-        dimension = model_of(meta)[1]
-        action = f"moving the memories of user {user_id!r} to the per-type layout"
-        targets: dict[str, Any] = {}
-        for rows in pages(legacy, ["documents", "metadatas", "embeddings"], action):
-            by_type: dict[str, list[int]] = {}
-            for position, metadata in enumerate(rows["metadatas"]):
-                by_type.setdefault((metadata or {}).get("type", "fact"), []).append(position)
-            for memory_type, positions in by_type.items():
-                if memory_type not in targets:
-                    name = collection_name(user_id, memory_type)
-                    targets[memory_type] = self.get(name) or self.create(
-                        name, {**self.user_metadata(user_id, dimension, memory_type),
-                               "embed_model": meta.get("embed_model", self.model_name)},
-                    )
-                with chroma_errors(action, sends_vectors=True):
-                    targets[memory_type].upsert(
-                        ids=[rows["ids"][p] for p in positions],
-                        embeddings=np.asarray([rows["embeddings"][p] for p in positions], dtype=np.float32),
-                        documents=[rows["documents"][p] for p in positions],
-                        metadatas=[rows["metadatas"][p] for p in positions],
-                    )
-        self.delete(legacy.name)  # only now: every row is in its new home
-        self.announce_reset(user_id)
-
     def _finish_interrupted_rebuild(self, name: str) -> Any | None:
         """A reindex that died between dropping the old collection and renaming the new one left it complete."""
         rebuilt = self.get(name + REBUILD_SUFFIX)
@@ -267,15 +361,21 @@ class ChromaCollections:
         batch_size: int,
         progress: Callable[[int], None] | None,
     ) -> int:
-        """Re-embed every memory of a user into fresh collections, swapping each in; returns the count.
+        """Re-embed every memory of a user into fresh collections, swapping each in; returns the count
+        (a shared user: ``rebuild_shared``).
 
         An old collection stays untouched until its new one is complete; if the process dies after the old
         one is dropped, the next open finds the complete rebuild and renames it into place
         (``_finish_interrupted_rebuild``).
         """
+        current = self.typed(user_id, verify=False)
+        places = {t: c for t, c in current.items() if isinstance(c, SharedPlace)}
+        if places:
+            return rebuild_shared(self, user_id, places, embed_documents, dimension, batch_size=batch_size,
+                                  progress=progress)
         action = f"reindexing user {user_id!r}"
         copied = 0
-        for memory_type, old in self.typed(user_id, verify=False).items():
+        for memory_type, old in current.items():
             name = collection_name(user_id, memory_type)
             staging_name = name + REBUILD_SUFFIX
             if self.get(staging_name) is not None:
@@ -284,7 +384,7 @@ class ChromaCollections:
                 staging_name, self.user_metadata(user_id, dimension, memory_type, vecmem_rebuild_complete=False)
             )
             try:
-                copied += _copy_embedded(old, staging, embed_documents, batch_size, progress, action)
+                copied += copy_embedded(old, staging, embed_documents, batch_size, progress, action)
             except BaseException:
                 self.delete(staging_name)  # the old collection was never touched
                 raise
@@ -298,27 +398,3 @@ class ChromaCollections:
         self.refresh(user_id)
         self.announce_reset(user_id)
         return copied
-
-
-def _copy_embedded(
-    source: Any,
-    target: Any,
-    embed_documents: Callable[[Sequence[str]], np.ndarray],
-    batch_size: int,
-    progress: Callable[[int], None] | None,
-    action: str,
-) -> int:
-    """Copy every row of ``source`` into ``target`` with its document embedded anew; returns how many."""
-    copied = 0
-    for rows in pages(source, ["documents", "metadatas"], action, size=batch_size):
-        embeddings = np.asarray(embed_documents(rows["documents"]), dtype=np.float32)
-        if embeddings.ndim != 2 or embeddings.shape[0] != len(rows["ids"]):  # the embedder's bug, refused here
-            raise StoreError(f"{action} failed: {len(rows['ids'])} documents gave embeddings of shape "
-                             f"{embeddings.shape}")
-        with chroma_errors(action, sends_vectors=True):
-            target.add(ids=rows["ids"], embeddings=embeddings, documents=rows["documents"],
-                       metadatas=rows["metadatas"])
-        copied += len(rows["ids"])
-        if progress is not None:
-            progress(len(rows["ids"]))
-    return copied

@@ -12,9 +12,11 @@ neighbours. The caller filters and fetches the few it keeps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,7 +24,11 @@ from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.storage.chroma_client import chroma_errors
 from vecmem.storage.rows import from_row, where_clause
 
-__all__ = ["Search", "filtered_search", "plan_searches"]
+__all__ = ["Search", "SearchThreads", "filtered_search", "plan_searches"]
+
+_SEARCH_THREADS = 4  # collections searched at once (an untyped search reads four)
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
 
 _READ_MS, _READ_MS_PER_ID = 0.6, 0.05
 _RESTRICTED_MS, _RESTRICTED_MS_PER_SPARSITY, _RESTRICTED_MS_MOST = 1.5, 0.1, 45.0
@@ -54,7 +60,9 @@ class Search:
                 rows = self.collection.get(ids=list(self.among), include=["embeddings"])
             if not rows["ids"]:
                 return []
-            cosines = np.asarray(rows["embeddings"], dtype=np.float32) @ vector
+            matrix = np.asarray(rows["embeddings"], dtype=np.float32)
+            norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(vector)), 1e-30)
+            cosines = (matrix @ vector) / np.where(norms == 0.0, 1.0, norms)  # a cosine whatever the lengths
             return [(1.0 - float(c), i) for i, c in zip(rows["ids"], cosines, strict=True)]
         with chroma_errors("searching memories", sends_vectors=True):
             rows = self.collection.query(query_embeddings=[vector], n_results=n_results, ids=self.among,
@@ -103,3 +111,27 @@ def filtered_search(
                 found.append((record, 1.0 - float(distance)))
     found.sort(key=lambda pair: -pair[1])
     return found[:n_results]
+
+
+class SearchThreads:
+    """The threads a search of several collections runs on, created on the first such search."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def map(self, work: Callable[[_Item], _Result], items: Sequence[_Item]) -> list[_Result]:
+        """``work`` on every item, at once when there are several (Chroma releases the GIL while it searches)."""
+        if len(items) <= 1:
+            return [work(item) for item in items]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_SEARCH_THREADS, thread_name_prefix="vecmem-search")
+            pool = self._pool
+        return list(pool.map(work, items))
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
