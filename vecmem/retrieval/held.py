@@ -45,6 +45,12 @@ class HeldVectors:
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._rows
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the matrix takes (it grows by doubling, so up to twice what the vectors need)."""
+        matrix = self._matrix
+        return 0 if matrix is None else int(matrix.nbytes)
+
     def put(self, memory_ids: Sequence[str], vectors: np.ndarray, *, unless_held: bool = False) -> None:
         """Hold these vectors; ``unless_held`` (the loader) keeps any vector already held, being newer."""
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(memory_ids), -1)

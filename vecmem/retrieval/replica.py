@@ -7,6 +7,11 @@ other banks' writes come from the change feed (``storage/changes.py``), and only
 With a Chroma server there is no feed: records are read from Chroma and the index is checked against the
 store's count at most every ``VECMEM_INDEX_CHECK_SECONDS``.
 
+Memory is bounded: all replicas of a process share one budget (``VECMEM_CACHE_MB``, the held vectors
+included), and when a build or a load passes it the least recently searched users' replicas are dropped
+(rebuilt from the store if they are searched again), so a process's memory stays flat however many users it
+touches. The replica being used is never dropped, even when it alone is over the budget.
+
 Threads: every edit and every snapshot takes the replicas' lock, so a ``Snapshot`` pairs an index and records
 of the same moment. Neither changes afterwards: the index copies what a snapshot shares on its next edit
 (keyword.py), and so do the records (``HeldRecords``), one copy per edit call at most, so a batch of 256
@@ -19,6 +24,7 @@ import gc
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +45,10 @@ __all__ = ["HOLD_AT_MOST_BYTES", "REREAD_AT_MOST", "HeldRecords", "Replicas", "S
 log = logging.getLogger(__name__)
 
 REREAD_AT_MOST = 2_000  # memories changed by others past which the copy is rebuilt instead of patched
+# What a replica costs, estimated for the budget: measured with the bench's memories, the keyword index and the
+# records take about 2.7 KB a memory (rounded up), and a replica's own arrays and BM25 model some kilobytes.
+BYTES_PER_MEMORY = 3_000
+BYTES_PER_REPLICA = 16_384
 
 
 class HeldRecords:
@@ -84,6 +94,11 @@ class _Copy:
     loader: threading.Thread | None = None
     loaded: threading.Event = field(default_factory=threading.Event)  # the vectors' loader has finished
 
+    def cost(self) -> int:
+        """Bytes this replica holds, as the budget counts them."""
+        held = 0 if self.vectors is None else self.vectors.nbytes
+        return BYTES_PER_REPLICA + BYTES_PER_MEMORY * len(self.index) + held
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -102,7 +117,9 @@ class Replicas:
     def __init__(self, store: MemoryStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self.copies: dict[str, _Copy] = {}
+        self.copies: OrderedDict[str, _Copy] = OrderedDict()  # least recently used first
+        self.budget_bytes = settings.cache_mb * 1024 * 1024
+        self.evicted = 0  # replicas dropped to stay inside the budget (for the bench and the tests)
         # Edits take the lock too, so an edit made while another thread builds the copy waits for the build and
         # is then applied to the new copy instead of being lost with the old one.
         self._lock = threading.RLock()
@@ -167,6 +184,7 @@ class Replicas:
             feed = self.store.changes
             if copy is None:
                 copy = self._rebuilt(user)
+                self._fit_budget(keep=user)
             elif feed is not None:
                 changes = feed.since(user, copy.seen)
                 if changes.rebuild or len(changes.changed) > REREAD_AT_MOST:
@@ -180,7 +198,24 @@ class Replicas:
                 if len(copy.index) != self.store.count(user):  # count() also sees new collections
                     copy = self._rebuilt(user)
                 copy.checked = time.monotonic()
+            self.copies.move_to_end(user)
             return copy
+
+    def held_bytes(self) -> int:
+        """What every replica of this process holds, as the budget counts it."""
+        with self._lock:
+            return sum(copy.cost() for copy in self.copies.values())
+
+    def _fit_budget(self, keep: str) -> None:
+        """Drop the least recently used replicas (never ``keep``'s) until the rest fit the budget (caller holds
+        the lock). A dropped replica's loader sees it is no longer current and stops."""
+        total = sum(copy.cost() for copy in self.copies.values())
+        for user in list(self.copies):
+            if total <= self.budget_bytes:
+                return
+            if user != keep:
+                total -= self.copies.pop(user).cost()
+                self.evicted += 1
 
     def records(self, user: str, snapshot: Snapshot, ids: Sequence[str], view: FilterView) -> list[MemoryRecord]:
         """The records of these memories: from the snapshot where it is exact, else from the store (no feed, a
@@ -283,6 +318,9 @@ class Replicas:
                 vectors.put(ids, matrix, unless_held=True)
             if vectors is not None:
                 vectors.complete = True
+                with self._lock:  # the vectors count against the budget now
+                    if self.copies.get(user) is copy:
+                        self._fit_budget(keep=user)
         except Exception as exc:  # noqa: BLE001  # the vectors are an optimisation: searches read Chroma instead
             log.warning("could not hold the vectors of user %r in memory: %s", user, exc)
         finally:
