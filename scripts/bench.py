@@ -4,6 +4,7 @@
     python scripts/bench.py --n 5000 --queries 100              # make bench
     python scripts/bench.py --corpus memories.jsonl             # your own memories (the export format)
     python scripts/bench.py --n 20000 --locomo ../shared/data/locomo/locomo10.json --json
+    python scripts/bench.py --users 10000 --per-user 20 --queries 300   # many small users (bench_users.py)
 
 The synthetic corpus is deterministic (``--seed``) and varied: all four types, global and session scope
 (``--sessions``), about 10% superseded, spread over ``--users``. Everything goes through the public API into a
@@ -183,33 +184,27 @@ def disk_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def chroma_baseline(home: Path, queries: list[Query], vectors: dict[str, np.ndarray], k: int) -> tuple[list[float], float]:
+def chroma_baseline(home: Path, model: str, queries: list[Query], vectors: dict[str, np.ndarray],
+                    k: int) -> tuple[list[float], float]:
     """Chroma's own where-filtered query in the naive layout (one collection per user holding every memory),
-    built from the same stored rows and vectors; returns the query times and how long the copy took."""
+    built from the same stored rows and vectors (read through the store, whatever its layout); returns the query
+    times and how long the copy took."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
-    settings = ChromaSettings(anonymized_telemetry=False)
-    source = chromadb.PersistentClient(path=str(home / "chroma"), settings=settings)
-    naive = chromadb.PersistentClient(path=str(home / "naive"), settings=settings)
+    from vecmem.storage.rows import to_metadata
+
+    naive = chromadb.PersistentClient(path=str(home / "naive"), settings=ChromaSettings(anonymized_telemetry=False))
+    source = ChromaStore(model_name=model, path=home / "chroma")
     started = time.perf_counter()
     for user in sorted({q.user_id for q in queries}):
         target = naive.create_collection(f"naive-{user}", configuration={"hnsw": {"space": "cosine"}},
                                          embedding_function=None)
-        for kind, _ in TYPE_SHARES:
-            try:
-                collection = source.get_collection(ChromaStore.collection_name(user, kind), embedding_function=None)
-            except Exception:  # noqa: BLE001 - chromadb's NotFoundError: that type has no memories
-                continue
-            offset = 0
-            while True:
-                rows = collection.get(limit=5000, offset=offset, include=["embeddings", "metadatas", "documents"])
-                if rows["ids"]:
-                    target.add(ids=rows["ids"], embeddings=rows["embeddings"], metadatas=rows["metadatas"],
-                               documents=rows["documents"])
-                if len(rows["ids"]) < 5000:
-                    break
-                offset += 5000
+        for ids, matrix in source.scan_vectors(user):
+            records = source.get(user, ids)
+            target.add(ids=ids, embeddings=matrix, metadatas=[to_metadata(records[i]) for i in ids],
+                       documents=[records[i].content for i in ids])
+    source.close()
     copied = time.perf_counter() - started
     samples = []
     for query in queries:
@@ -355,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=5000, help="synthetic memories (default 5000)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--users", type=int, default=1)
+    parser.add_argument("--per-user", type=int, default=0, metavar="M",
+                        help="the many-users shape: --users N users with M memories each (scripts/bench_users.py)")
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)
@@ -374,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: --mem0 must be 0 (off) or a number of memories", file=sys.stderr)
         return 2
 
+    if args.per_user:
+        return _many_users(args)
     records = load_corpus(args.corpus) if args.corpus else synthetic_corpus(args.n, args.users, args.sessions, args.seed)
     queries = make_queries(args.queries, records, args.seed)
     report: dict[str, Any] = {"memories": len(records), "queries": len(queries), "users": len({r.user_id for r in records}),
@@ -435,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             import shutil
 
             shutil.rmtree(home / "naive")
-        naive_samples, copy_seconds = chroma_baseline(home, queries, vectors, args.k)
+        naive_samples, copy_seconds = chroma_baseline(home, embedder.name, queries, vectors, args.k)
         report["chroma_filtered_query_ms"] = percentiles(naive_samples)
         report["naive_layout_copy_seconds"] = round(copy_seconds, 1)
         report["speedup_vs_chroma_filtered_p50"] = round(
@@ -462,6 +461,28 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
         print_report(report)
+    return 0
+
+
+def _many_users(args: argparse.Namespace) -> int:
+    from bench_users import many_users_report
+
+    if args.per_user < 1:
+        print("bench: --per-user must be at least 1", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="vecmem-bench-users-") as scratch:
+        home = args.home or Path(scratch)
+        settings = Settings.from_env().with_changes(home=home, chroma_url=None)
+        embedder = SentenceTransformerEmbedder(settings.embed_model, device=settings.embed_device,
+                                               batch_size=settings.embed_batch_size, backend=settings.embed_backend,
+                                               cache_dir=settings.model_cache)
+        embedder.embed_query("warm up")  # the model load is start-up, not ingest
+        report = many_users_report(args, home, settings, embedder)
+        if args.mem0:
+            records = synthetic_corpus(args.users * args.per_user, args.users, args.sessions, args.seed)
+            report["mem0"] = mem0_figures(records[: args.mem0], make_queries(args.queries, records, args.seed), home,
+                                          args.k)
+    print(json.dumps(report, ensure_ascii=False, indent=2))
     return 0
 
 

@@ -1,0 +1,138 @@
+"""The many-users shape of the bench: ``scripts/bench.py --users N --per-user M``.
+
+An app with thousands of end-users, each with tens of memories. Reported, in one run on one corpus:
+
+* the embedding model's own batched throughput on a sample of the corpus, and vecmem's ingest as a ratio of it
+  (ingest can never beat the model; the question is how much of it the rest costs);
+* search latency over random users, with the query embedding: a user's first search in the process (its
+  replica is built from the store) and warm (searched before), and warm without the embedding;
+* one raw Chroma collection holding every user's rows with a ``where={"user_id": ...}`` filter, built from the
+  same stored vectors and queried with the same query vectors: what the naive design costs;
+* peak RSS of this process, bytes on disk per memory, and the wall time of ``vecmem search`` in a new process
+  (model load and first search included).
+
+Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import (
+    Query,
+    disk_bytes,
+    peak_rss_mb,
+    percentiles,
+    synthetic_corpus,
+    timed,
+)
+
+from vecmem import ChromaStore, MemoryBank, SentenceTransformerEmbedder, Settings
+
+__all__ = ["many_users_report"]
+
+EMBED_SAMPLE = 2_000  # memories embedded on their own to measure the model's batched throughput
+
+
+def many_users_report(args: Any, home: Path, settings: Settings, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+    """Every figure of the many-users shape, in one dict."""
+    records = synthetic_corpus(args.users * args.per_user, args.users, args.sessions, args.seed)
+    rng = random.Random(args.seed + 2)
+    users = sorted({r.user_id for r in records})
+    report: dict[str, Any] = {"shape": f"{args.users} users x {args.per_user} memories", "memories": len(records)}
+
+    sample = [r.content for r in rng.sample(records, min(EMBED_SAMPLE, len(records)))]
+    started = time.perf_counter()
+    for start in range(0, len(sample), settings.embed_batch_size):
+        embedder.embed_documents(sample[start : start + settings.embed_batch_size])
+    model_rate = len(sample) / (time.perf_counter() - started)
+
+    bank = MemoryBank(settings, embedder=embedder)
+    started = time.perf_counter()
+    bank.add_records(records)
+    ingest_rate = len(records) / (time.perf_counter() - started)
+    report["ingest"] = {"per_second": round(ingest_rate, 1), "model_batched_per_second": round(model_rate, 1),
+                        "ratio_to_model": round(ingest_rate / model_rate, 2), "peak_rss_mb": peak_rss_mb()}
+    bank.close()
+
+    query_texts = [q.text for q in _queries(records, args.queries, rng)]
+    asked = [rng.choice(users) for _ in query_texts]
+    vectors = {text: embedder.embed_query(text) for text in set(query_texts)}
+    with MemoryBank(settings, embedder=embedder) as fresh:  # a new process's view: no user touched yet
+        def search(pair: tuple[str, str]) -> None:
+            fresh.search(pair[0], args.k, user_id=pair[1], record_access=False)
+
+        pairs = list(zip(query_texts, asked, strict=True))
+        first = timed(search, _first_touch(pairs))
+        warm = timed(search, pairs)
+        report["search_ms"] = {"first_touch_of_a_user": percentiles(first), "warm": percentiles(warm),
+                               "users_touched": len(set(asked))}
+        report["replicas"] = {"held": len(fresh._retriever._replicas.copies),
+                              "evicted": fresh._retriever._replicas.evicted,
+                              "held_mb": round(fresh._retriever._replicas.held_bytes() / 2**20, 1)}
+    report["peak_rss_mb"] = peak_rss_mb()
+    report["disk_bytes_per_memory"] = round(disk_bytes(home) / len(records))
+    report["raw_chroma_user_filter_ms"] = _raw_chroma(home, settings, embedder.name, users, pairs, vectors, args.k)
+    report["vecmem_search_cli_s"] = _cli_search_seconds(home, asked[0], query_texts[0])
+    return report
+
+
+def _queries(records: list[Any], count: int, rng: random.Random) -> list[Query]:
+    from bench import make_queries
+
+    return make_queries(count, records, rng.randrange(1 << 30))
+
+
+def _first_touch(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One query for each user, the first time that user comes up."""
+    seen: set[str] = set()
+    out = []
+    for text, user in pairs:
+        if user not in seen:
+            seen.add(user)
+            out.append((text, user))
+    return out
+
+
+def _raw_chroma(home: Path, settings: Settings, model: str, users: list[str], pairs: list[tuple[str, str]],
+                vectors: dict[str, Any], k: int) -> dict[str, Any]:
+    """One Chroma collection with every user's rows and the user in the metadata, queried with a user filter:
+    built from the vectors vecmem stored, so both sides search the same vectors."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    store = ChromaStore(model_name=model, path=settings.home / "chroma")
+    client = chromadb.PersistentClient(path=str(home / "raw"), settings=ChromaSettings(anonymized_telemetry=False))
+    collection = client.create_collection("raw", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+    started = time.perf_counter()
+    for user in users:
+        for ids, matrix in store.scan_vectors(user):
+            collection.add(ids=[f"{user}/{i}" for i in ids], embeddings=matrix,
+                           metadatas=[{"user_id": user} for _ in ids])
+    built = time.perf_counter() - started
+    samples = timed(lambda pair: collection.query(query_embeddings=[vectors[pair[0]]], n_results=k,
+                                                  where={"user_id": pair[1]}, include=["distances"]), pairs)
+    store.close()
+    return {**percentiles(samples), "built_in_s": round(built, 1), "disk_bytes_per_memory": round(
+        disk_bytes(home / "raw") / max(1, collection.count()))}
+
+
+def _cli_search_seconds(home: Path, user: str, text: str) -> float:
+    """Wall seconds of `vecmem search` in a new process: start-up, model load and the user's first search."""
+    import os
+
+    env = {**os.environ, "VECMEM_HOME": str(home)}
+    env.pop("VECMEM_CHROMA_URL", None)
+    runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "vecmem", "search", text, "--user", user, "--json"], env=env,
+                       capture_output=True, check=True)
+        runs.append(time.perf_counter() - started)
+    return round(statistics.median(runs), 2)
