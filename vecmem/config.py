@@ -100,6 +100,10 @@ def _lowercase(variable: str, raw: str) -> str:
     return raw.lower()
 
 
+def _host_names(variable: str, raw: str) -> tuple[str, ...]:
+    return tuple(name.strip().lower() for name in raw.split(",") if name.strip())
+
+
 def _path(variable: str, raw: str) -> Path:
     return Path(raw)
 
@@ -263,6 +267,8 @@ class Settings:
     cache_mb: int = setting("VECMEM_CACHE_MB", 512, _integer, _at_least(16))
     # `vecmem serve`: the bearer token it requires
     api_token: str | None = setting("VECMEM_API_TOKEN", None, _text, repr=False)
+    # `vecmem serve`: Host names it answers for besides loopback (comma-separated), like --allow-host
+    allowed_hosts: tuple[str, ...] = setting("VECMEM_ALLOWED_HOSTS", (), _host_names)
     embed_model: str = setting("VECMEM_EMBED_MODEL", DEFAULT_EMBED_MODEL, _text, _non_empty)
     embed_device: str = setting("VECMEM_EMBED_DEVICE", "cpu", _text, _non_empty)
     embed_batch_size: int = setting("VECMEM_EMBED_BATCH_SIZE", 64, _integer, _at_least(1))

@@ -380,7 +380,7 @@ class TestSupersedeAndStats:
     def test_cycles_and_self_are_refused(self, bank):
         a = bank.add("a statement")
         b = bank.add("b statement")
-        with pytest.raises(InvalidInputError):
+        with pytest.raises(ConflictError, match="itself"):
             bank.supersede(a.id, a.id)
         bank.supersede(a.id, b.id)
         with pytest.raises(ConflictError, match="cycle"):

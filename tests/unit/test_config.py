@@ -148,3 +148,9 @@ def test_settings_in_code_are_checked_and_name_the_variable():
         Settings().with_changes(tokenizer=" ")
     assert Settings(home="~/memories").home == Path.home() / "memories"  # type: ignore[arg-type]
     assert Settings.from_env({"VECMEM_SEARCH_MODE": " Keyword ", "VECMEM_COLD_START": "off"}).search_mode == "keyword"
+
+
+def test_allowed_hosts_are_a_comma_separated_list_of_names():
+    settings = Settings.from_env({"VECMEM_ALLOWED_HOSTS": " Memory.Example.com, api.internal ,,"})
+    assert settings.allowed_hosts == ("memory.example.com", "api.internal")
+    assert Settings.from_env({}).allowed_hosts == ()

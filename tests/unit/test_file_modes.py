@@ -27,7 +27,7 @@ def test_an_embedded_store_is_made_of_private_folders_and_files(tmp_path: Path) 
     try:
         bank.add("The user keeps a diary")
         SessionStore(home / "sessions.sqlite3").close()
-        assert _mode(home) == 0o700 and _mode(home.parent) == 0o700
+        assert _mode(home) == 0o700 and _mode(home.parent) == 0o700 and _mode(home / "chroma") == 0o700
         ours = [home / name for name in ("store.lock", "access.sqlite3", "changes.sqlite3", "sessions.sqlite3")]
         ours += sorted(home.glob("*.sqlite3-wal"))
         assert all(_mode(path) == 0o600 for path in ours), {p.name: oct(_mode(p)) for p in ours}

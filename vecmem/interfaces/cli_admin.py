@@ -135,7 +135,7 @@ def serve(ctx: Context) -> int:
     token = ctx.args.token or settings.api_token
     keys = KeyStore(keys_path(settings.home))
     check_binding(host, token, keys=keys.any_valid())
-    allowed = [*ctx.args.allow_host, *([] if host in _WILDCARDS else [host])]
+    allowed = [*settings.allowed_hosts, *ctx.args.allow_host, *([] if host in _WILDCARDS else [host])]
     try:  # bound before saying "serving", so a port in use is one clear line
         listening = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from vecmem.errors import ConflictError, InvalidInputError
+from vecmem.errors import ConflictError
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 from vecmem.storage.base import MemoryStore
 
@@ -61,7 +61,7 @@ def superseding(old: MemoryRecord, newer: MemoryRecord, read: Read) -> MemoryRec
     """``old`` marked as replaced by ``newer``; refused when that would link a memory to itself, directly or
     around a cycle (``newer`` already leads back to ``old``), or when ``newer`` is not seen wherever ``old`` is."""
     if old.id == newer.id:
-        raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
+        raise ConflictError("superseded_by", "a memory cannot supersede itself")
     if not seen_wherever(old, newer):
         raise ConflictError(
             "superseded_by",

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from vecmem.errors import InvalidInputError, StoreError
+from vecmem.storage.files import private_dir
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -179,7 +180,7 @@ def open_client(*, path: Path | None = None, url: str | None = None, database: s
     if path is None:
         raise InvalidInputError("path", "a Chroma store needs a folder or a server URL")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)  # Chroma's own files inside take the umask's mode; the folder keeps others out
     except OSError as exc:
         raise StoreError(f"cannot create the store folder {path}: {exc}") from exc
     with chroma_errors(f"opening the store in {path}"):
