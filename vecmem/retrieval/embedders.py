@@ -5,13 +5,16 @@ path, so no network is needed. Any other sentence-transformers model name or fol
 ``VECMEM_EMBED_MODEL``. Queries and documents are encoded by separate calls so models with asymmetric
 prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
 
-Backend (``VECMEM_EMBED_BACKEND``): ``onnx`` (the default, on CPU) runs the model with ONNX Runtime through
-sentence-transformers: the same vectors (within 2e-7) as torch and a single query about twice as fast on
-two cores (7 to 8 ms against 17), which is what a search waits for; batches of documents run at about 230
-per second on the bench corpus, as torch does. Its threads do not spin-wait between runs (see
-``_session_options``). The model is exported once into ``VECMEM_MODEL_CACHE`` (default
-``~/.cache/vecmem``; about 2 s) and loaded from there afterwards, by every store. Where ONNX is unavailable (no optimum, or an export that fails) the torch
-backend is used, with a warning. On a GPU device the torch backend is used.
+Backend (``VECMEM_EMBED_BACKEND``): ``onnx`` (the default, on CPU) runs the model with ONNX Runtime: the same
+vectors (within 2e-7) as torch and a single query about twice as fast on two cores (7 to 8 ms against 17), which
+is what a search waits for; batches of documents run at about 230 per second on the bench corpus, as torch does.
+Its threads do not spin-wait between runs (see ``onnx_runtime.session_options``). The model is exported once,
+through sentence-transformers, into ``VECMEM_MODEL_CACHE`` (default ``~/.cache/vecmem``; about 2 s) and loaded
+from there afterwards, by every store. A plain pipeline (Transformer, mean Pooling, Normalize: all-MiniLM-L6-v2's)
+is then loaded by ``onnx_runtime`` alone, which imports neither torch, transformers nor sentence_transformers: a
+new process's first embedding takes under a second instead of about six. Any other pipeline, and the first run,
+which exports, go through sentence-transformers. Where ONNX is unavailable (no optimum, or an export that fails)
+the torch backend is used, with a warning. On a GPU device the torch backend is used.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 
 from vecmem.config import DEFAULT_EMBED_MODEL
 from vecmem.errors import EmbeddingError
+from vecmem.retrieval.onnx_runtime import OnnxSentenceEncoder, load_plain_pipeline, session_options
 
 __all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "resolve_model_location", "BACKENDS"]
 
@@ -110,7 +114,7 @@ class SentenceTransformerEmbedder:
         self._batch_size = batch_size
         self._backend = backend if device == "cpu" else "torch"
         self._cache_dir = cache_dir
-        self._model: Any = None
+        self._model: Any = None  # a SentenceTransformer, or an OnnxSentenceEncoder on the fast path
         self._lock = threading.Lock()
         self.backend_used: str | None = None  # which backend the loaded model runs on
 
@@ -125,6 +129,8 @@ class SentenceTransformerEmbedder:
     @property
     def dimension(self) -> int:
         model = self._load()
+        if isinstance(model, OnnxSentenceEncoder):
+            return model.dimension
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         dimension = getter()
         if not dimension:
@@ -145,6 +151,11 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, method: str, texts: list[str]) -> np.ndarray:
         model = self._load()
+        if isinstance(model, OnnxSentenceEncoder):  # no prompts, so queries and documents encode alike
+            try:
+                return model.encode(texts, self._batch_size)
+            except Exception as exc:  # onnxruntime's and tokenizers' own errors: report them as ours
+                raise EmbeddingError(f"embedding with '{self._name}' failed: {exc}") from exc
         encode = getattr(model, method, model.encode)  # encode_query/encode_document appeared in v5
         try:
             vectors = encode(
@@ -172,6 +183,11 @@ class SentenceTransformerEmbedder:
         # an error, never a download). Passed to each load call rather than set as HF_HUB_OFFLINE, so the process
         # environment, and whatever else in the process uses the hub, stays as it was.
         offline = Path(location).is_dir()
+        if self._backend == "onnx":
+            fast = self._load_exported(location)
+            if fast is not None:
+                self.backend_used = "onnx"
+                return fast
         try:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
@@ -196,24 +212,44 @@ class SentenceTransformerEmbedder:
         self.backend_used = "torch"
         return model
 
+    def _export_folder(self) -> Path | None:
+        if self._cache_dir is None:
+            return None
+        return self._cache_dir / ("onnx-" + hashlib.sha256(self._name.encode("utf-8")).hexdigest()[:16])
+
+    def _load_exported(self, location: str) -> OnnxSentenceEncoder | None:
+        """The fast path: an existing export of a plain pipeline, loaded without sentence-transformers. ``None``
+        (the caller then uses sentence-transformers) before the first export, for other pipelines, and when
+        onnxruntime or tokenizers cannot load the folder."""
+        folder = self._export_folder()
+        if folder is None:  # no cache: a local folder may hold its own onnx/model.onnx, as sentence-transformers
+            folder = Path(location) if Path(location).is_dir() else None  # would load it from there too
+        if folder is None or not (folder / "onnx" / "model.onnx").is_file():
+            return None
+        try:
+            return load_plain_pipeline(folder)
+        except Exception as exc:  # noqa: BLE001  # a missing package, a damaged file: sentence-transformers may cope
+            log.warning("fast ONNX load of %s failed (%s); loading through sentence-transformers", folder, exc)
+            return None
+
     def _load_onnx(self, factory: Any, location: str, *, offline: bool) -> Any:
         """The model on ONNX Runtime, from the export cache, exporting it there the first time."""
         if importlib.util.find_spec("optimum") is None:
             raise RuntimeError("the optimum package is not installed")
-        options = {"session_options": _session_options()}
+        options = {"session_options": session_options()}
 
         def load(source: str, *, local_only: bool) -> Any:
             return _quietly(lambda: factory(source, backend="onnx", device="cpu", model_kwargs=options,
                                             local_files_only=local_only))
 
-        if self._cache_dir is None:
+        cached = self._export_folder()
+        if cached is None:
             return load(location, local_only=offline)
-        cached = self._cache_dir / ("onnx-" + hashlib.sha256(self._name.encode("utf-8")).hexdigest()[:16])
         if (cached / "onnx" / "model.onnx").is_file():
             return load(str(cached), local_only=True)  # our own export folder: always complete on disk
         model = load(location, local_only=offline)
-        self._cache_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=self._cache_dir))
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=cached.parent))
         try:
             model.save_pretrained(str(staging))
             os.replace(staging, cached)  # atomic; another process that won the race already put it there
@@ -222,18 +258,6 @@ class SentenceTransformerEmbedder:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return model
-
-
-def _session_options() -> Any:
-    """ONNX Runtime without spin-waiting: by default its threads keep spinning after each run, taking the
-    cores that Chroma's search and write threads need next (measured at 100,000 memories: a search with its
-    query embedding took 4 ms longer than the two parts apart, and ingest ran slower)."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    return options
 
 
 def _quietly(load: Any) -> Any:
