@@ -30,6 +30,7 @@ from vecmem.models import GLOBAL_SCOPE, Hit, ImportReport, MemoryFilter, MemoryR
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
 from vecmem.retrieval.retriever import Retriever
+from vecmem.retrieval.tokenize import warm_up as warm_tokenizer
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
@@ -256,6 +257,8 @@ class MemoryBank:
         index and records (built from the store); returns once the user's vectors are held in memory too
         (held.py). Safe in a background thread (the chat runs it while the user types a first message)."""
         self.embedder.embed_query("warm up")
+        warm_tokenizer()  # jieba's dictionary (a second): loaded by the first Chinese text otherwise, never by
+        # a one-off command whose store and query hold none
         self._retriever.hold_vectors(self._user(user_id))
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ from vecmem.errors import StoreError
 from vecmem.models import MemoryRecord
 from vecmem.retrieval.held import HOLD_AT_MOST_BYTES, HeldVectors
 from vecmem.retrieval.keyword import FilterView, IndexedMemory, IndexSnapshot, KeywordIndex
-from vecmem.retrieval.tokenize import memory_tokens, warm_up
+from vecmem.retrieval.tokenize import memory_tokens
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import settle
 from vecmem.storage.rows import from_row, to_metadata
@@ -244,7 +244,6 @@ class Replicas:
     def _build(self, user: str) -> _Copy:
         feed = self.store.changes
         seen = 0 if feed is None else feed.head()  # read first: a write finishing during the scan is re-read
-        warm_up()  # one-time costs (jieba's dictionary) belong with this one-time build, not a query
         self.store.refresh(user)  # collections another bank or server client created count too
         index = KeywordIndex()
         records: dict[str, MemoryRecord] | None = None if feed is None else {}
