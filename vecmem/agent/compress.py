@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from vecmem.agent import rules
 from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.agent.schemas import SummaryReply, validate_reply
+from vecmem.errors import LLMError
 from vecmem.models import MemoryRecord, Turn
 from vecmem.text import CJK_RUN
 
@@ -83,7 +84,8 @@ class Summarizer:
         return _fit(_join(clauses))
 
     def _ask(self, instructions: str, material: str) -> str:
-        assert self.model is not None
+        if self.model is None:  # callers take this path only with a model; say so plainly if one ever does not
+            raise LLMError("a summary by a model was asked for, but no chat model is configured")
         reply = self.model.complete(
             [{"role": "system", "content": instructions}, {"role": "user", "content": material}], max_tokens=400
         )

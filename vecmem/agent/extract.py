@@ -22,7 +22,7 @@ from vecmem.agent import rules
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.agent.schemas import ExtractionReply, validate_reply
-from vecmem.errors import ExtractionError
+from vecmem.errors import ExtractionError, LLMError
 from vecmem.models import MemoryRecord
 
 __all__ = ["Candidate", "Extractor", "rubric_importance", "LEXICON_CONFIDENCE"]
@@ -109,7 +109,8 @@ class Extractor:
     def _by_model(
         self, message: str, reply: str | None, existing: Sequence[MemoryRecord]
     ) -> list[Candidate]:
-        assert self.model is not None
+        if self.model is None:  # callers take this path only with a model; say so plainly if one ever does not
+            raise LLMError("extraction by a model was asked for, but no chat model is configured")
         shown = "\n".join(f"[{alias}] ({record.type}) {record.content}" for alias, record in enumerate(existing))
         exchange = f"User: {message}" + (f"\nAssistant: {reply}" if reply else "")
         prompt = [
