@@ -21,6 +21,7 @@ cheaply as Chroma allows.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +29,8 @@ import numpy as np
 
 from vecmem.errors import StoreError
 from vecmem.storage.chroma_client import DIMENSION_HINT, chroma_errors
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PLACE_KEY", "SHARED_BUCKETS", "SHARED_HNSW", "SHARED_PREFIX", "USER_PREFIX", "SharedPlace", "collection_name",
@@ -241,6 +244,22 @@ def delete_elsewhere(collections: Mapping[str, Any], records: Sequence[Any]) -> 
         shared.delete(ids=row_ids)
 
 
+def _with_vectors(read: Any) -> Any:
+    """A read whose ids and vectors pair up. A Chroma server can answer a read that races a write with the new
+    ids but not yet their vectors (seen in the conformance suite's threaded test, under load); read once more,
+    and if the answer is still torn, count those rows as not yet written: the search then sees the state before
+    that write, which is a state the store passed through."""
+    for _ in range(2):
+        with chroma_errors("searching memories"):
+            rows = read()
+        vectors = rows.get("embeddings")
+        if vectors is not None and len(vectors) == len(rows["ids"]):
+            return rows
+    log.warning("the Chroma server returned %d rows without their vectors twice; searching without them",
+                len(rows["ids"]))
+    return {"ids": [], "embeddings": []}
+
+
 def _ranked(ids: Sequence[str], matrix: np.ndarray, query: np.ndarray, n_results: int) -> tuple[list[int], list[float]]:
     """Positions of the ``n_results`` rows nearest ``query`` by cosine distance (ties by id), and the distances."""
     if not ids:
@@ -264,15 +283,18 @@ def shared_nearest(
     by_prefix = {place.name + ":": place for place in places}
     if among is None:
         names = [place.name for place in places]
-        where = {PLACE_KEY: names[0]} if len(names) == 1 else {PLACE_KEY: {"$in": names}}
-        with chroma_errors("searching memories"):
-            rows = places[0].shared.get(where=where, include=["embeddings"])
+        where: dict[str, Any] = {PLACE_KEY: names[0]} if len(names) == 1 else {PLACE_KEY: {"$in": names}}
+
+        def read() -> Any:
+            return places[0].shared.get(where=where, include=["embeddings"])
     else:
         row_ids = [row_id for place in places for row_id in place.row_ids(among.get(place.memory_type, ()))]
         if not row_ids:
             return []
-        with chroma_errors("searching memories"):
-            rows = places[0].shared.get(ids=row_ids, include=["embeddings"])
+
+        def read() -> Any:
+            return places[0].shared.get(ids=row_ids, include=["embeddings"])
+    rows = _with_vectors(read)
     keep = [p for p, row_id in enumerate(rows["ids"]) if row_id.split(":", 1)[0] + ":" in by_prefix]
     if not keep:
         return []
