@@ -23,17 +23,19 @@ What every implementation promises:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from vecmem.errors import InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
 
 if TYPE_CHECKING:
     from vecmem.storage.changes import ChangeFeed
 
-__all__ = ["IndexedRow", "MemoryStore", "RawRow"]
+__all__ = ["IndexedRow", "MemoryStore", "RawRow", "announced", "check_owner"]
 
 # (record, its stored embedding, its stored keyword tokens or None when written before tokens were stored)
 IndexedRow = tuple[MemoryRecord, np.ndarray, list[str] | None]
@@ -165,3 +167,17 @@ class MemoryStore(Protocol):
     def finish_rebuild(self, dimension: int) -> None:
         """After every user is rebuilt, record ``model_name`` and ``dimension`` for the whole store."""
         ...
+
+
+# --- what every implementation does the same way
+
+def check_owner(user_id: str, records: Sequence[MemoryRecord]) -> None:
+    """Refuse a write of another user's records (the isolation promise, enforced on the way in)."""
+    for record in records:
+        if record.user_id != user_id:
+            raise InvalidInputError("user_id", f"memory {record.id} belongs to {record.user_id!r}, not {user_id!r}")
+
+
+def announced(changes: ChangeFeed | None, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
+    """The write of these memories announced on the change feed (begin before, end after), when there is one."""
+    return contextlib.nullcontext() if changes is None else changes.writing(user_id, ids)

@@ -49,7 +49,7 @@ import numpy as np
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.base import IndexedRow, RawRow
+from vecmem.storage.base import IndexedRow, RawRow, announced, check_owner
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.chroma_client import DEFAULT_DATABASE, chroma_errors, open_client
 from vecmem.storage.chroma_layout import (
@@ -308,7 +308,7 @@ class ChromaStore:
         """
         if not records:
             return
-        self._check_owner(user_id, records)
+        check_owner(user_id, records)
         if len(keywords) != len(records):
             raise InvalidInputError("keywords", f"{len(keywords)} token lists for {len(records)} records")
         vectors = np.asarray(embeddings, dtype=np.float32)
@@ -345,7 +345,7 @@ class ChromaStore:
         """Rewrite the fields of existing memories whose content, tags and type did not change."""
         if not records:
             return
-        self._check_owner(user_id, records)
+        check_owner(user_id, records)
         with self._layout.writing:
             self._update(user_id, records)
 
@@ -370,13 +370,7 @@ class ChromaStore:
                     collection.delete(ids=list(ids))
 
     def _announced(self, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext() if self.changes is None else self.changes.writing(user_id, ids)
-
-    @staticmethod
-    def _check_owner(user_id: str, records: Sequence[MemoryRecord]) -> None:
-        for record in records:
-            if record.user_id != user_id:
-                raise InvalidInputError("user_id", f"memory {record.id} belongs to {record.user_id!r}, not {user_id!r}")
+        return announced(self.changes, user_id, ids)
 
     # ----------------------------------------------------------------------------------------- reindex
 

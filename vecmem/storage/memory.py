@@ -28,7 +28,7 @@ import numpy as np
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
 from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
-from vecmem.storage.base import IndexedRow, RawRow
+from vecmem.storage.base import IndexedRow, RawRow, announced, check_owner
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.rows import from_row, to_metadata
 
@@ -259,7 +259,7 @@ class InMemoryStore:
         its new type's place (rows are kept by id, so ``new`` changes nothing here)."""
         if not records:
             return
-        self._check_owner(user_id, records)
+        check_owner(user_id, records)
         if len(keywords) != len(records):
             raise InvalidInputError("keywords", "one token list per record")
         vectors = np.asarray(embeddings, dtype=np.float32)
@@ -289,7 +289,7 @@ class InMemoryStore:
         vector, document and keyword tokens stay); ids not stored under their record's type are left alone."""
         if not records:
             return
-        self._check_owner(user_id, records)
+        check_owner(user_id, records)
         with self._memories.lock:
             places = self._places(user_id, {record.type for record in records}, verify=False)
         with self._announced(user_id, [record.id for record in records]), self._memories.lock:
@@ -312,13 +312,7 @@ class InMemoryStore:
                 rows.pop(memory_id, None)
 
     def _announced(self, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext() if self.changes is None else self.changes.writing(user_id, ids)
-
-    @staticmethod
-    def _check_owner(user_id: str, records: Sequence[MemoryRecord]) -> None:
-        for record in records:
-            if record.user_id != user_id:
-                raise InvalidInputError("user_id", f"memory {record.id} belongs to {record.user_id!r}, not {user_id!r}")
+        return announced(self.changes, user_id, ids)
 
     # ----------------------------------------------------------------------------------------- reindex
 
