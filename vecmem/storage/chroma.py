@@ -40,7 +40,6 @@ not four per user. ``VECMEM_CACHE_MB`` budgets vecmem's own caches.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -326,7 +325,7 @@ class ChromaStore:
                elsewhere: Mapping[str, Any]) -> None:
         """The writes of ``upsert``, announced; an id whose type changed leaves its old type's place."""
         metadatas = [{**to_metadata(r), "keywords": " ".join(words)} for r, words in zip(records, keywords, strict=True)]
-        with self._announced(user_id, [r.id for r in records]):
+        with announced(self.changes, user_id, [r.id for r in records]):
             if all(isinstance(c, SharedPlace) for c in collections.values()):  # one call for every type
                 with chroma_errors("writing memories", sends_vectors=True):
                     write_places(collections, records, vectors, metadatas)
@@ -352,7 +351,7 @@ class ChromaStore:
     def _update(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
         """The writes of ``update_metadata``, announced."""
         collections = self._typed(user_id, {r.type for r in records}, verify=False)
-        with self._announced(user_id, [r.id for r in records]):
+        with announced(self.changes, user_id, [r.id for r in records]):
             for memory_type, collection in collections.items():
                 batch = [r for r in records if r.type == memory_type]
                 with chroma_errors("updating memories"):
@@ -364,13 +363,10 @@ class ChromaStore:
     def delete(self, user_id: str, ids: Sequence[str]) -> None:
         if not ids:
             return
-        with self._layout.writing, self._announced(user_id, ids):
+        with self._layout.writing, announced(self.changes, user_id, ids):
             for collection in self._typed(user_id, verify=False).values():
                 with chroma_errors("deleting memories"):
                     collection.delete(ids=list(ids))
-
-    def _announced(self, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
-        return announced(self.changes, user_id, ids)
 
     # ----------------------------------------------------------------------------------------- reindex
 

@@ -18,7 +18,6 @@ writes exactly.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -278,7 +277,7 @@ class InMemoryStore:
                 if place_dimension != dimension:
                     raise StoreError(f"writing memories failed: embedding of dimension {dimension}, the store's "
                                      f"have dimension {place_dimension}{_DIMENSION_HINT}")
-        with self._announced(user_id, [record.id for record in records]), self._memories.lock:
+        with announced(self.changes, user_id, [record.id for record in records]), self._memories.lock:
             rows = self._memories.rows.setdefault(user_id, {})
             for record, vector, words in zip(records, vectors, keywords, strict=True):
                 rows[record.id] = _Row(record.type, record.content, {**to_metadata(record), "keywords": " ".join(words)},
@@ -292,7 +291,7 @@ class InMemoryStore:
         check_owner(user_id, records)
         with self._memories.lock:
             places = self._places(user_id, {record.type for record in records}, verify=False)
-        with self._announced(user_id, [record.id for record in records]), self._memories.lock:
+        with announced(self.changes, user_id, [record.id for record in records]), self._memories.lock:
             rows = self._rows(user_id)
             for record in records:
                 row = rows.get(record.id)
@@ -306,13 +305,10 @@ class InMemoryStore:
         """Delete these memories (ids not stored are ignored); the user's places stay, as collections do."""
         if not ids:
             return
-        with self._announced(user_id, ids), self._memories.lock:
+        with announced(self.changes, user_id, ids), self._memories.lock:
             rows = self._rows(user_id)
             for memory_id in ids:
                 rows.pop(memory_id, None)
-
-    def _announced(self, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
-        return announced(self.changes, user_id, ids)
 
     # ----------------------------------------------------------------------------------------- reindex
 
