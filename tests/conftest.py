@@ -13,12 +13,14 @@ model (``integration``) and long runs marked ``slow`` by hand are ``slow``: the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -163,6 +165,30 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(app, log_level: str = "warning"):
+    """An ASGI app served by uvicorn on a free loopback port, in a thread, until the block ends; yields the port."""
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the API did not start"
+            time.sleep(0.1)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 @pytest.fixture(scope="session")

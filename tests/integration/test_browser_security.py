@@ -14,13 +14,11 @@ import http.server
 import shutil
 import socket
 import threading
-import time
-import urllib.request
 from dataclasses import replace
 
 import pytest
 
-from tests.conftest import FakeEmbedder
+from tests.conftest import FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
 from vecmem.interfaces.server import create_app
 
@@ -81,7 +79,6 @@ class Recorder:
 
 @pytest.fixture
 def api(tmp_path):
-    import uvicorn
 
     bank = MemoryBank(Settings(home=tmp_path / "home"), embedder=FakeEmbedder())
     old = bank.add("The user works in TypeScript", memory_type="preference")
@@ -95,23 +92,10 @@ def api(tmp_path):
     (archived,) = [candidate.record for candidate in bank.prune()]  # one memory to unarchive
     bank.settings = replace(bank.settings, cap_per_user=1)
     assert bank.prune(dry_run=True)  # so a /prune that got through would archive something
-    port = _free_port()
     recorder = Recorder(create_app(bank))
-    server = uvicorn.Server(uvicorn.Config(recorder, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).read()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.1)
     ids = {"old": old.id, "pending": pending.id, "doomed": doomed.id, "archived": archived.id}
-    yield port, bank, recorder, ids
-    server.should_exit = True
-    thread.join(10)
+    with serving(recorder) as port:
+        yield port, bank, recorder, ids
     bank.close()
 
 

@@ -6,14 +6,10 @@ artifacts/panel.png."""
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
-import time
-import urllib.request
 
 import pytest
 
-from tests.conftest import REPO, FakeEmbedder
+from tests.conftest import REPO, FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
 from vecmem.interfaces.server import create_app
 
@@ -25,7 +21,6 @@ SCREENSHOT = REPO / "artifacts" / "panel.png"
 
 @pytest.fixture
 def served(tmp_path):
-    import uvicorn
 
     bank = MemoryBank(Settings(home=tmp_path / "home"), embedder=FakeEmbedder())
     bank.add("The user prefers green tea in the afternoon", memory_type="preference", importance=0.7)
@@ -33,23 +28,8 @@ def served(tmp_path):
     new = bank.add("The user works in JavaScript now", memory_type="preference")
     bank.supersede(old.id, new.id)
     bank.add("Deadline for the billing migration is Friday", session_id="work")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(bank), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).read()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/", bank, old, new
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app(bank)) as port:
+        yield f"http://127.0.0.1:{port}/", bank, old, new
     bank.close()
 
 

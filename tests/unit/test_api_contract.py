@@ -6,15 +6,11 @@ with a per-user key, finds nothing."""
 from __future__ import annotations
 
 import collections
-import socket
-import threading
-import time
-import urllib.request
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import FakeEmbedder
+from tests.conftest import FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
 from vecmem.interfaces.server import create_app
 
@@ -101,7 +97,6 @@ def test_there_is_no_docs_page_that_needs_a_cdn(api):
 def served(request, tmp_path):
     """A real server, and the key the run sends: the admin token, or a key of user alice (whose requests for
     any other user are refused)."""
-    import uvicorn
 
     from vecmem.interfaces.keys import KeyStore, keys_path
 
@@ -110,24 +105,8 @@ def served(request, tmp_path):
     bank.add("alice prefers coffee", memory_type="preference", user_id="alice")
     keys = KeyStore(keys_path(bank.settings.home))
     key = ADMIN if request.param == "admin token" else keys.create("alice")[1]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(bank, token=ADMIN, keys=keys), host="127.0.0.1", port=port,
-                                           log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).read()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}", key
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app(bank, token=ADMIN, keys=keys), log_level="critical") as port:
+        yield f"http://127.0.0.1:{port}", key
     keys.close()
     bank.close()
 
