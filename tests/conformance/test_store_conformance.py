@@ -17,7 +17,7 @@ import pytest
 
 from vecmem.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError, StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.base import MemoryStore
+from vecmem.storage.base import MemoryStore, UserWrite
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.chroma import ChromaStore
 from vecmem.storage.memory import InMemoryStore
@@ -419,6 +419,69 @@ def test_writes_are_announced_on_the_change_feed(opener: Opener, tmp_path) -> No
     assert changed() == {"m2"}
     store.rebuild("alice", lambda documents: np.stack([unit(1.0) for _ in documents]), DIM)
     assert reader.since("alice", seen).rebuild
+    assert reader.unsettled("alice", reader.head()) == {}
+
+
+# ----------------------------------------------------------------------------------------- many users at once
+
+def test_upsert_many_equals_one_upsert_after_another(opener: Opener) -> None:
+    batched, reference = opener(), InMemoryStore(model_name=MODEL)
+    users = [f"user-{n}" for n in range(12)]
+    write(batched, [rec("old", "user-0", type="preference")], user="user-0")  # moves to fact below
+    write(reference, [rec("old", "user-0", type="preference")], user="user-0")
+    writes = []
+    for n, user in enumerate(users):
+        records = [rec(f"m{i}", user, type=("fact", "preference", "instruction")[(n + i) % 3]) for i in range(3)]
+        if user == "user-0":
+            records.append(rec("old", user, type="fact", importance=0.9))
+        writes.append(UserWrite(user, records, np.stack([unit(1.0, float(n), float(i)) for i in range(len(records))]),
+                                [[user, r.id] for r in records]))
+    writes.append(UserWrite("user-3", [rec("m0", "user-3", content="said again")], np.stack([unit(0.0, 1.0)]),
+                            [["again"]]))  # a user twice: the later write of an id wins, as one after another
+    batched.upsert_many(writes)
+    reference.upsert_many(writes)
+    every = MemoryFilter(all_sessions=True, include_superseded=True, statuses=None)
+    for user in users:
+        assert batched.count(user) == reference.count(user)
+        assert sorted(batched.scan(user, every), key=lambda r: r.id) == sorted(reference.scan(user, every),
+                                                                                 key=lambda r: r.id)
+        assert dict(batched.collection_models(user)).keys() == dict(reference.collection_models(user)).keys()
+        tokens = {r.id: words for r, words in batched.scan_keywords(user)}
+        assert tokens == {r.id: words for r, words in reference.scan_keywords(user)}
+    assert batched.get("user-3", ["m0"])["m0"].content == "said again"
+    assert batched.get("user-0", ["old"])["old"].type == "fact"
+    assert [t for t, i, *_ in batched.raw_rows("user-0") if i == "old"] == ["fact"]  # one place per id
+    found, cosines = batched.nearest("user-5", unit(1.0, 5.0, 1.0), 1)
+    assert found == ["m1"] and cosines[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_upsert_many_refuses_a_record_of_another_user_and_writes_nothing(store: MemoryStore) -> None:
+    good = UserWrite("alice", [rec("a1")], np.stack([unit(1.0)]), [["a"]])
+    bad = UserWrite("bob", [rec("b1", "mallory")], np.stack([unit(1.0)]), [["b"]])
+    with pytest.raises(InvalidInputError):
+        store.upsert_many([good, bad])
+    assert store.count("alice") == 0 and store.count("bob") == 0
+    with pytest.raises(InvalidInputError):
+        store.upsert_many([UserWrite("alice", [rec("a1")], np.stack([unit(1.0)]), [["a"], ["b"]])])
+
+
+def test_stored_ids_answers_per_user_whatever_ids_collide(store: MemoryStore) -> None:
+    write(store, [rec("m1"), rec("m2", type="instruction")])
+    write(store, [rec("m2", "bob")], user="bob")
+    assert store.stored_ids({"alice": ["m1", "m2", "m3"], "bob": ["m1", "m2"], "carol": ["m1"]}) == {
+        "alice": {"m1", "m2"}, "bob": {"m2"}}
+    assert store.stored_ids({}) == {}
+
+
+def test_upsert_many_announces_every_users_writes(opener: Opener, tmp_path) -> None:
+    store = opener(changes=ChangeFeed(tmp_path / "changes.sqlite3"))
+    reader = ChangeFeed(tmp_path / "changes.sqlite3")
+    seen = reader.head()
+    store.upsert_many([UserWrite(user, [rec("m1", user), rec("m2", user)], np.stack([unit(1.0), unit(0.0, 1.0)]),
+                                 [["a"], ["b"]]) for user in ("alice", "bob")])
+    for user in ("alice", "bob"):
+        changes = reader.since(user, seen)
+        assert changes.changed == {"m1", "m2"} and sorted(changes.begun) == sorted(changes.ended)
     assert reader.unsettled("alice", reader.head()) == {}
 
 

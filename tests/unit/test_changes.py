@@ -62,7 +62,7 @@ def test_a_write_whose_writer_died_before_announcing_its_end_is_read_from_the_st
     this, other = pair
     this.add("the heron fishes at dawn", memory_id="heron")
     assert this.search("heron", 1, record_access=False)[0].importance == 0.5
-    other._changes._append("default", ["heron"], changes_module._BEGIN)  # announced ...
+    other._changes._append([("default", "heron")], changes_module._BEGIN)  # announced ...
     other._store.changes = None  # ... then the write lands, and the writer dies before its end
     other.update("heron", importance=0.8)
     assert this.search("heron", 1, record_access=False)[0].importance == 0.8
@@ -72,11 +72,11 @@ def test_a_write_whose_writer_died_before_announcing_its_end_is_read_from_the_st
 def test_a_write_in_flight_while_a_copy_is_built_stays_unsettled(make_bank, settings):
     writer = make_bank()
     writer.add("the crane stands on one leg", memory_id="crane")
-    writer._changes._append("default", ["crane"], changes_module._BEGIN)
+    writer._changes._append([("default", "crane")], changes_module._BEGIN)
     reader = make_bank()
     assert reader.search("crane", 1, record_access=False)
     assert reader._retriever._current("default").unsettled == {"crane": 1}
-    writer._changes._append("default", ["crane"], changes_module._DONE)
+    writer._changes._append([("default", "crane")], changes_module._DONE)
     assert reader._retriever._current("default").unsettled == {}
 
 

@@ -35,7 +35,7 @@ def _damaged(bank):
     fact = store._typed("default", ["fact"])["fact"]
     fact.update(ids=["b4"], metadatas=[{**to_metadata(store.get("default", ["b4"])["b4"]), "keywords": "stale"}])
     bank._access.record([store.get("default", ["b5"])["b5"].with_changes(id="long-gone")], bank._clock())
-    bank._changes._append("default", ["b5"], changes_module._BEGIN)  # a writer killed mid-write
+    bank._changes._append([("default", "b5")], changes_module._BEGIN)  # a writer killed mid-write
     bank._retriever.clear()
 
 

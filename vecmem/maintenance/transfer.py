@@ -164,10 +164,8 @@ def _unseen(
     for key, record in unique.items():
         if overwrite or key not in scheduled:
             by_user.setdefault(record.user_id, []).append(record)
-    fresh: list[MemoryRecord] = []
-    for user, candidates in by_user.items():
-        existing = {} if overwrite else store.get(user, [r.id for r in candidates])
-        fresh.extend(r for r in candidates if r.id not in existing)
+    stored = {} if overwrite else store.stored_ids({user: [r.id for r in rs] for user, rs in by_user.items()})
+    fresh = [r for user, candidates in by_user.items() for r in candidates if r.id not in stored.get(user, ())]
     scheduled.update((r.user_id, r.id) for r in fresh)
     return fresh
 

@@ -17,7 +17,7 @@ from vecmem.models import MemoryRecord, normalize_for_hash
 from vecmem.retrieval.keyword import memory_tokens
 from vecmem.retrieval.retriever import Retriever
 from vecmem.storage.access import AccessStats
-from vecmem.storage.base import MemoryStore
+from vecmem.storage.base import MemoryStore, UserWrite
 
 __all__ = ["WritePath"]
 
@@ -33,8 +33,8 @@ class WritePath:
         self.embed_documents = embed_documents
 
     def write(self, records: Sequence[MemoryRecord], *, vectors: np.ndarray | None = None, new: bool = False) -> None:
-        """Embed (unless ``vectors`` are given), tokenize and store records of any users: vector and keywords
-        in one write per user. ``new``: the ids are known not to be stored yet (nothing to move)."""
+        """Embed (unless ``vectors`` are given), tokenize and store records of any users: vectors and keywords
+        of every user in one store write (a few Chroma calls for a batch of many small users). ``new``: the ids are known not to be stored yet (nothing to move)."""
         if not records:
             return
         if vectors is None:
@@ -43,11 +43,11 @@ class WritePath:
         by_user: dict[str, list[int]] = {}
         for index, record in enumerate(records):
             by_user.setdefault(record.user_id, []).append(index)
-        for user, indexes in by_user.items():
-            written, words = [records[i] for i in indexes], [tokens[i] for i in indexes]
-            embedded = vectors[indexes]
-            self.store.upsert(user, written, embedded, words, new=new)
-            self.retriever.on_written(user, written, words, embedded)
+        batch = [UserWrite(user, [records[i] for i in indexes], vectors[indexes], [tokens[i] for i in indexes])
+                 for user, indexes in by_user.items()]
+        self.store.upsert_many(batch, new=new)
+        for write in batch:
+            self.retriever.on_written(write.user_id, write.records, write.keywords, write.embeddings)
 
     def rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
         """Store changed fields of memories whose content, tags and context (so vector and keywords) stay."""

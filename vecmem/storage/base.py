@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,12 +36,23 @@ from vecmem.models import MemoryFilter, MemoryRecord
 if TYPE_CHECKING:
     from vecmem.storage.changes import ChangeFeed
 
-__all__ = ["IndexedRow", "MemoryStore", "RawRow", "announced", "check_owner"]
+__all__ = ["IndexedRow", "MemoryStore", "RawRow", "UserWrite", "announced", "announced_many", "check_owner",
+           "check_write"]
 
 # (record, its stored embedding, its stored keyword tokens or None when written before tokens were stored)
 IndexedRow = tuple[MemoryRecord, np.ndarray, list[str] | None]
 # (the type it is filed under, id, document, metadata) as the store holds it: what the doctor examines
 RawRow = tuple[str, str, str | None, dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class UserWrite:
+    """One user's part of a write of several users' memories (``MemoryStore.upsert_many``)."""
+
+    user_id: str
+    records: Sequence[MemoryRecord]
+    embeddings: np.ndarray  # one row per record
+    keywords: Sequence[Sequence[str]]  # one token list per record
 
 
 @runtime_checkable
@@ -143,6 +155,15 @@ class MemoryStore(Protocol):
         """Write memories whole with their embeddings and keyword tokens; ``new``: the ids are not stored yet."""
         ...
 
+    def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
+        """Several users' ``upsert``s, the same as one after another, in as few store calls as the store can
+        make them (an import of many small users costs a few calls a batch, not a few a user)."""
+        ...
+
+    def stored_ids(self, ids_by_user: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        """Which of these ids each user has stored (a user with none of them is left out)."""
+        ...
+
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the fields of stored memories whose content, tags, context and type did not change."""
         ...
@@ -178,6 +199,25 @@ def check_owner(user_id: str, records: Sequence[MemoryRecord]) -> None:
             raise InvalidInputError("user_id", f"memory {record.id} belongs to {record.user_id!r}, not {user_id!r}")
 
 
+def check_write(user_id: str, records: Sequence[MemoryRecord], embeddings: np.ndarray,
+                keywords: Sequence[Sequence[str]]) -> np.ndarray:
+    """The write's embeddings as a float32 matrix, after refusing another user's records and embeddings or token
+    lists that do not pair one to one with the records."""
+    check_owner(user_id, records)
+    if len(keywords) != len(records):
+        raise InvalidInputError("keywords", f"{len(keywords)} token lists for {len(records)} records")
+    vectors = np.asarray(embeddings, dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] != len(records):
+        raise InvalidInputError("embeddings", f"one embedding per record, got shape {vectors.shape}")
+    return vectors
+
+
 def announced(changes: ChangeFeed | None, user_id: str, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
     """The write of these memories announced on the change feed (begin before, end after), when there is one."""
     return contextlib.nullcontext() if changes is None else changes.writing(user_id, ids)
+
+
+def announced_many(changes: ChangeFeed | None, ids_by_user: Mapping[str, Sequence[str]],
+                   ) -> contextlib.AbstractContextManager[None]:
+    """The write of several users' memories announced on the change feed as one begin and one end."""
+    return contextlib.nullcontext() if changes is None else changes.writing_many(ids_by_user)

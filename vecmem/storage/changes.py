@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,31 +69,37 @@ class ChangeFeed:
 
     # ------------------------------------------------------------------------------------------ writing
 
-    @contextlib.contextmanager
-    def writing(self, user_id: str, memory_ids: Sequence[str]) -> Iterator[None]:
+    def writing(self, user_id: str, memory_ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
         """Announce a write of these memories around the block that does it (``begin``, then ``end``)."""
-        ids = list(dict.fromkeys(memory_ids))
-        if not ids:
+        return self.writing_many({user_id: memory_ids})
+
+    @contextlib.contextmanager
+    def writing_many(self, ids_by_user: Mapping[str, Sequence[str]]) -> Iterator[None]:
+        """Announce a write of several users' memories: one transaction for every ``begin``, one for every
+        ``end`` (each transaction costs a commit; a batch of 256 users' writes is two, not 512)."""
+        rows = [(user_id, memory_id) for user_id, ids in ids_by_user.items() for memory_id in dict.fromkeys(ids)]
+        if not rows:
             yield
             return
-        self._append(user_id, ids, _BEGIN)
+        self._append(rows, _BEGIN)
         try:
             yield
         except BaseException:
-            self._append(user_id, ids, _FAILED)  # part of it may have landed: readers re-read these ids
+            self._append(rows, _FAILED)  # part of it may have landed: readers re-read these ids
             raise
-        self._append(user_id, ids, _DONE)
+        self._append(rows, _DONE)
 
     def settle(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """End writes whose writer died before ending them (``vecmem doctor``): readers re-read and settle."""
-        self._append(user_id, list(dict.fromkeys(memory_ids)), _FAILED)
+        self._append([(user_id, memory_id) for memory_id in dict.fromkeys(memory_ids)], _FAILED)
 
     def reset(self, user_id: str) -> None:
         """Tell every reader that all of this user's memories changed (after a reindex)."""
-        self._append(user_id, [RESET], _DONE)
+        self._append([(user_id, RESET)], _DONE)
 
-    def _append(self, user_id: str, ids: Sequence[str], phase: int) -> None:
-        rows = [(user_id, memory_id, self.writer, phase) for memory_id in ids]
+    def _append(self, changed: Sequence[tuple[str, str]], phase: int) -> None:
+        """One transaction adding a row per (user, memory id) in this phase."""
+        rows = [(user_id, memory_id, self.writer, phase) for user_id, memory_id in changed]
         with self._db.transaction() as db:
             db.executemany("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, ?, ?, ?)", rows)
             self._written += len(rows)  # under the file's lock, as the transaction is

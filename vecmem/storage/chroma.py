@@ -1,10 +1,11 @@
 """The Chroma-backed memory store: reads and writes of memories, embedded (a folder) or on a Chroma server.
 
 Its parts: ``chroma_client.py`` opens the client (the only chromadb importer; it maps what chromadb raises to
-vecmem's errors); ``chroma_layout.py`` says where a user's memories are, keeps the registry (the model; a row
-per user) and repairs a user's layout on first open; ``chroma_shared.py`` is the collection small users
-share; ``chroma_moves.py`` moves users between layouts and reindexes; ``chroma_search.py`` splits a search of
-a user's own collections into Chroma calls. Similarity is ``1 - cosine distance``. Rows (``rows.py``) keep
+vecmem's errors); ``chroma_registry.py`` keeps the registry (the model; a row per user) and the collections by
+name; ``chroma_layout.py`` says where a user's memories are and repairs a user's layout on first open;
+``chroma_shared.py`` is the collection small users share; ``chroma_batch.py`` writes many users' memories in
+a few calls; ``chroma_moves.py`` moves users between layouts and reindexes; ``chroma_search.py`` splits a
+search of a user's own collections into Chroma calls. Similarity is ``1 - cosine distance``. Rows (``rows.py``) keep
 the fields and the keyword tokens in the metadata, written with the vector: the keyword index is rebuilt
 from the store. Writes are announced on the ``ChangeFeed`` (embedded stores) around the Chroma call, so other
 banks' copies learn what to re-read; a move between layouts or a reindex announces a reset of the user.
@@ -48,8 +49,9 @@ import numpy as np
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.base import IndexedRow, RawRow, announced, check_owner
+from vecmem.storage.base import IndexedRow, RawRow, UserWrite, announced, check_owner
 from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.chroma_batch import stored_ids, write_many
 from vecmem.storage.chroma_client import DEFAULT_DATABASE, chroma_errors, open_client
 from vecmem.storage.chroma_layout import (
     DEDICATED_AT,
@@ -60,7 +62,7 @@ from vecmem.storage.chroma_layout import (
     user_key,
 )
 from vecmem.storage.chroma_search import SearchThreads, filtered_search, plan_searches
-from vecmem.storage.chroma_shared import SharedPlace, delete_elsewhere, documents_of, shared_nearest, write_places
+from vecmem.storage.chroma_shared import SharedPlace, documents_of, shared_nearest
 from vecmem.storage.rows import from_row, to_metadata, where_clause
 
 __all__ = ["ChromaStore", "where_clause"]
@@ -305,40 +307,15 @@ class ChromaStore:
         Unless the caller knows the ids are ``new``, a memory whose type changed is removed from the
         collection of its old type, so an id is only ever in one place.
         """
-        if not records:
-            return
-        check_owner(user_id, records)
-        if len(keywords) != len(records):
-            raise InvalidInputError("keywords", f"{len(keywords)} token lists for {len(records)} records")
-        vectors = np.asarray(embeddings, dtype=np.float32)
-        by_type: dict[str, list[int]] = {}
-        for position, record in enumerate(records):
-            by_type.setdefault(record.type, []).append(position)
-        with self._layout.writing:
-            elsewhere = {} if new else self._typed(user_id, verify=False)  # what may hold an id of another type
-            collections = self._typed(user_id, by_type, create_with_dimension=int(vectors.shape[1]))
-            self._write(user_id, records, vectors, keywords, by_type, collections, elsewhere)
-            self._layout.after_write(user_id, len(records))
+        self.upsert_many([UserWrite(user_id, records, embeddings, keywords)], new=new)
 
-    def _write(self, user_id: str, records: Sequence[MemoryRecord], vectors: np.ndarray,
-               keywords: Sequence[Sequence[str]], by_type: Mapping[str, list[int]], collections: Mapping[str, Any],
-               elsewhere: Mapping[str, Any]) -> None:
-        """The writes of ``upsert``, announced; an id whose type changed leaves its old type's place."""
-        metadatas = [{**to_metadata(r), "keywords": " ".join(words)} for r, words in zip(records, keywords, strict=True)]
-        with announced(self.changes, user_id, [r.id for r in records]):
-            if all(isinstance(c, SharedPlace) for c in collections.values()):  # one call for every type
-                with chroma_errors("writing memories", sends_vectors=True):
-                    write_places(collections, records, vectors, metadatas)
-            else:
-                for memory_type, positions in by_type.items():
-                    with chroma_errors("writing memories", sends_vectors=True):
-                        collections[memory_type].upsert(
-                            ids=[records[p].id for p in positions], embeddings=vectors[positions],
-                            documents=[records[p].content for p in positions],
-                            metadatas=[metadatas[p] for p in positions])
-            if elsewhere:
-                with chroma_errors("moving memories between types"):
-                    delete_elsewhere(elsewhere, records)
+    def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
+        """Several users' upserts in a few Chroma calls (``chroma_batch.py``)."""
+        write_many(self._layout, self.changes, writes, new=new)
+
+    def stored_ids(self, ids_by_user: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        """Which of these ids each user has stored, a Chroma read per collection asked."""
+        return stored_ids(self._layout, ids_by_user)
 
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the fields of existing memories whose content, tags and type did not change."""

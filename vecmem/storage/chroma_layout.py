@@ -5,7 +5,7 @@ made when a user is first opened.
   collection of their model (``chroma_shared.py``); a bigger one has collections of their own, one per
   memory type (``vecmem-u-<hash of user_id>-<type>``), each its own HNSW index. Both answer the same calls,
   so the store above sees {type: collection} either way.
-* The registry (``vecmem-registry``): its metadata records the store's embedding model and dimension (every
+* The registry (``vecmem-registry``, ``chroma_registry.py``): its metadata records the store's embedding model and dimension (every
   user collection records them too; Chroma ignores metadata passed for an existing collection, so vecmem
   compares them itself and raises ``EmbeddingMismatchError`` on a change). Its rows, one per user (id: the
   user's key), say which layout the user is in (``layout``: shared, dedicated, or a move under way), which
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,168 +34,42 @@ import numpy as np
 from vecmem.errors import EmbeddingMismatchError
 from vecmem.models import MEMORY_TYPES
 from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.chroma_client import chroma_errors, create_or_existing, found_or_none
+from vecmem.storage.chroma_client import chroma_errors
 from vecmem.storage.chroma_moves import (
-    copy_embedded,
+    REBUILD_SUFFIX,
     move_to_dedicated,
     move_to_shared,
+    rebuild_dedicated,
     rebuild_shared,
     split_legacy,
 )
+from vecmem.storage.chroma_registry import ChromaRegistry
 from vecmem.storage.chroma_shared import (
-    SHARED_HNSW,
-    SHARED_PREFIX,
     USER_PREFIX,
     SharedPlace,
     collection_name,
     model_of,
     pages,
-    shared_model_prefix,
-    shared_name,
     user_key,
 )
 
 __all__ = ["DEDICATED_AT", "REBUILD_SUFFIX", "ChromaCollections", "collection_name", "model_of", "pages", "user_key"]
 
 DEDICATED_AT = 500  # VECMEM_DEDICATED_AT's default (config.py): chroma.py says how it was chosen
-_REGISTRY = "vecmem-registry"
-REBUILD_SUFFIX = "-reindex"
-_SCHEMA_VERSION = 3  # 1: one collection per user; 2: one per user and type; 3: small users shared
 _RECHECK_MISSING_S = 5.0  # without a change feed: how long a missing collection is believed missing
 
 
-class ChromaCollections:
+class ChromaCollections(ChromaRegistry):
     """The collections of one store: a user's looked up once and cached, created on a user's first write."""
 
     def __init__(self, client: Any, model_name: str, changes: ChangeFeed | None,
                  dedicated_at: int = DEDICATED_AT) -> None:
-        self.client = client
-        self.model_name, self.changes, self.dedicated_at = model_name, changes, dedicated_at
+        super().__init__(client, model_name)
+        self.changes, self.dedicated_at = changes, dedicated_at
         self._known: dict[str, dict[str, Any]] = {}  # user -> {type: collection or place} of those that exist
         self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
         self._sizes: dict[str, int] = {}  # shared user -> memories at most (counted, plus what was added since)
-        self._shared: dict[str, Any] = {}  # name -> shared collection
-        self._lock = threading.RLock()
         self.writing = threading.RLock()  # held by every write and by a move, so no write lands mid-move
-
-    # ------------------------------------------------------------------------------------------ one collection
-
-    def get(self, name: str) -> Any | None:
-        """The collection called ``name``, or None when there is none."""
-        return found_or_none(lambda: self.client.get_collection(name, embedding_function=None),
-                             f"reading collection {name}")
-
-    def create(self, name: str, metadata: dict[str, Any], hnsw: dict[str, Any] | None = None) -> Any:
-        """A new collection; the existing one when another bank of this process (or a server client) has just
-        made it."""
-        return create_or_existing(
-            lambda: self.client.create_collection(
-                name, configuration={"hnsw": hnsw or {"space": "cosine"}}, metadata=metadata,
-                embedding_function=None,
-            ),
-            lambda: self.client.get_collection(name, embedding_function=None),
-            f"creating collection {name}",
-        )
-
-    def delete(self, name: str) -> None:
-        with chroma_errors(f"dropping collection {name}"):
-            self.client.delete_collection(name)
-
-    def user_metadata(self, user_id: str, dimension: int, memory_type: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "vecmem_user": user_id,
-            "vecmem_type": memory_type,
-            "embed_model": self.model_name,
-            "embed_dim": dimension,
-            "vecmem_schema": _SCHEMA_VERSION,
-            **extra,
-        }
-
-    def shared_for(self, model_name: str, dimension: int, user_id: str) -> Any:
-        """The shared collection of this model and dimension for the user, created when missing."""
-        name = shared_name(model_name, dimension, user_id)
-        with self._lock:
-            if name not in self._shared:
-                metadata = {"embed_model": model_name, "embed_dim": dimension, "vecmem_schema": _SCHEMA_VERSION}
-                self._shared[name] = self.get(name) or self.create(name, metadata, SHARED_HNSW)
-            return self._shared[name]
-
-    def _shared_named(self, name: str) -> Any | None:
-        with self._lock:
-            if name not in self._shared:
-                found = self.get(name)
-                if found is None:
-                    return None
-                self._shared[name] = found
-            return self._shared[name]
-
-    @staticmethod
-    def place(shared: Any, user_id: str, memory_type: str) -> SharedPlace:
-        return SharedPlace(shared, user_id, memory_type, collection_name(user_id, memory_type))
-
-    # ------------------------------------------------------------------------------------------ the registry
-
-    def stored_model(self) -> tuple[str, int] | None:
-        """(model name, dimension) the store was built with, or None for a store that has never been written."""
-        registry = self.get(_REGISTRY)
-        return None if registry is None else model_of(registry.metadata)
-
-    def record_model(self, dimension: int, *, replace: bool = False) -> None:
-        """Create the registry for a new store; ``replace`` (reindex only) moves it to the current model."""
-        metadata = {"embed_model": self.model_name, "embed_dim": dimension, "vecmem_schema": _SCHEMA_VERSION}
-        with chroma_errors("recording the embedding model"):
-            registry = self.client.get_or_create_collection(_REGISTRY, metadata=metadata, embedding_function=None)
-            stored = registry.metadata or {}
-            if stored == metadata:
-                return
-            if stored.get("embed_model") != self.model_name and not replace:
-                raise EmbeddingMismatchError(*model_of(stored), self.model_name)
-            registry.modify(metadata=metadata)
-
-    def entry(self, user_id: str) -> dict[str, Any] | None:
-        """The user's registry row (layout, shared, types), or None for a user it does not know."""
-        registry = self.get(_REGISTRY)
-        if registry is None:
-            return None
-        with chroma_errors("reading the user registry"):
-            rows = registry.get(ids=[user_key(user_id)], include=["metadatas"])
-        if not rows["ids"] or (rows["metadatas"][0] or {}).get("vecmem_user") != user_id:
-            return None
-        return dict(rows["metadatas"][0])
-
-    def put_entry(self, user_id: str, layout: str, shared: str, types: Iterable[str]) -> None:
-        """Record the user's layout. The registry exists by then (created with a user's first collection)."""
-        metadata = {"vecmem_user": user_id, "layout": layout, "shared": shared, "types": " ".join(sorted(types))}
-        with chroma_errors("writing the user registry"):
-            registry = self.client.get_or_create_collection(_REGISTRY, embedding_function=None)
-            registry.upsert(ids=[user_key(user_id)], embeddings=[[1.0]], metadatas=[metadata])
-
-    def users(self) -> list[str]:
-        """Every user id of the store: those in the registry and those with collections of their own."""
-        found: set[str] = set()
-        registry = self.get(_REGISTRY)
-        if registry is not None:
-            for rows in pages(registry, ["metadatas"], "listing users"):
-                found.update(str(m["vecmem_user"]) for m in rows["metadatas"] if m and "vecmem_user" in m)
-        with chroma_errors("listing users"):
-            collections = self.client.list_collections()
-        for collection in collections:
-            name = collection.name
-            meta = collection.metadata or {}
-            if name.startswith(USER_PREFIX) and not name.endswith(REBUILD_SUFFIX) and "vecmem_user" in meta:
-                found.add(str(meta["vecmem_user"]))
-        return sorted(found)
-
-    def drop_stale_shared(self, dimension: int) -> None:
-        """After a reindex of every user: drop the shared collections of other models (only leftovers remain)."""
-        current = shared_model_prefix(self.model_name, dimension)
-        with chroma_errors("listing collections"):
-            names = [c.name for c in self.client.list_collections()]
-        for name in names:
-            if name.startswith(SHARED_PREFIX) and not name.startswith(current):
-                self.delete(name)
-                with self._lock:
-                    self._shared.pop(name, None)
 
     # ------------------------------------------------------------------------------------------ a user's
 
@@ -228,10 +102,42 @@ class ChromaCollections:
                     self._add_places(user_id, known, missing, create_with_dimension)
             found = {t: known[t] for t in wanted if t in known}
         if verify:
-            for collection in found.values():
-                stored, dimension = model_of(collection.metadata)
-                if stored != self.model_name:
-                    raise EmbeddingMismatchError(stored, dimension, self.model_name)
+            self._verify(found.values())
+        return found
+
+    def _verify(self, collections: Iterable[Any]) -> None:
+        """Raise EmbeddingMismatchError for a collection built with another model."""
+        for collection in collections:
+            stored, dimension = model_of(collection.metadata)
+            if stored != self.model_name:
+                raise EmbeddingMismatchError(stored, dimension, self.model_name)
+
+    def typed_many(self, wanted: Mapping[str, Iterable[str]], dimension: int, *,
+                   verify: bool = True) -> dict[str, dict[str, Any]]:
+        """For a write of several users: {user: every collection or place of theirs}, with the ``wanted``
+        types' places made. Users not known yet are opened together (``_open_many``: one registry read and one
+        collection listing for all), and the new places recorded in one registry write. ``verify``: as in
+        ``typed``."""
+        made: list[tuple[str, str, str, Iterable[str]]] = []
+        with self.writing, self._lock:
+            unknown = [user for user, types in wanted.items() if self._cached(user, tuple(types)) is None]
+            if unknown:
+                moment = self._moment()
+                for user, known in self._open_many(unknown).items():
+                    self._resolved[user], self._known[user] = moment, known
+            for user, types in wanted.items():
+                known = self._known[user]
+                missing = [t for t in dict.fromkeys(types) if t not in known]
+                if missing:
+                    if not made:
+                        self.record_model(dimension)
+                    entry = self._add_places(user, known, missing, dimension, record=False)
+                    if entry is not None:
+                        made.append(entry)
+            self.put_entries(made)
+            found = {user: dict(self._known[user]) for user in wanted}
+        for collections in found.values() if verify else ():
+            self._verify(collections.values())
         return found
 
     def _cached(self, user_id: str, wanted: Sequence[str]) -> dict[str, Any] | None:
@@ -242,20 +148,51 @@ class ChromaCollections:
             return None
         return known
 
-    def _add_places(self, user_id: str, known: dict[str, Any], missing: Sequence[str], dimension: int) -> None:
+    def _add_places(self, user_id: str, known: dict[str, Any], missing: Sequence[str], dimension: int, *,
+                    record: bool = True) -> tuple[str, str, str, Iterable[str]] | None:
         """Make the user's places of the ``missing`` types: in the shared collection, unless the user has
-        collections of their own (or every user is to, ``dedicated_at`` 1)."""
+        collections of their own (or every user is to, ``dedicated_at`` 1). The registry entry of new places
+        is written (``record``) or returned for the caller to write."""
         dedicated = any(not isinstance(c, SharedPlace) for c in known.values()) or self.dedicated_at <= 1
         if dedicated:
             for new_type in missing:
                 known[new_type] = self.create(collection_name(user_id, new_type),
                                               self.user_metadata(user_id, dimension, new_type))
-            return
+            return None
         shared = (next(iter(known.values())).shared if known
                   else self.shared_for(self.model_name, dimension, user_id))
         for new_type in missing:
             known[new_type] = self.place(shared, user_id, new_type)
-        self.put_entry(user_id, "shared", shared.name, known)
+        entry = (user_id, "shared", shared.name, list(known))
+        if not record:
+            return entry
+        self.put_entries([entry])
+        return None
+
+    def _open_many(self, user_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``_open`` for several users (called holding ``writing``): shared users straight from their registry
+        rows, read together; a user with no row and no collection of their own is new (nothing to open, no
+        memories: a write of 256 new users costs two Chroma reads, not nine calls each); anyone else, whose
+        layout may need repairs, through ``_open``."""
+        entries = self.entries(user_ids)
+        owners: set[str] | None = None  # the user keys that have collections of their own, listed when needed
+        opened: dict[str, dict[str, Any]] = {}
+        for user in user_ids:
+            entry = entries.get(user, {})
+            shared = self._shared_named(str(entry["shared"])) if entry.get("layout") == "shared" else None
+            if shared is not None:
+                opened[user] = {t: self.place(shared, user, t) for t in str(entry.get("types", "")).split()}
+                continue
+            if not entry and owners is None:
+                with chroma_errors("listing collections"):
+                    owners = {c.name[:len(user_key(""))] for c in self.client.list_collections()
+                              if c.name.startswith(USER_PREFIX)}
+            if not entry and owners is not None and user_key(user) not in owners:
+                self._sizes[user] = 0
+                opened[user] = {}
+            else:
+                opened[user] = self._open(user)
+        return opened
 
     def _open(self, user_id: str) -> dict[str, Any]:
         """Where the user's memories are, finishing what an interrupted move or reindex left (module docstring);
@@ -361,40 +298,12 @@ class ChromaCollections:
         batch_size: int,
         progress: Callable[[int], None] | None,
     ) -> int:
-        """Re-embed every memory of a user into fresh collections, swapping each in; returns the count
-        (a shared user: ``rebuild_shared``).
-
-        An old collection stays untouched until its new one is complete; if the process dies after the old
-        one is dropped, the next open finds the complete rebuild and renames it into place
-        (``_finish_interrupted_rebuild``).
-        """
+        """Re-embed every memory of a user into fresh collections or places (``chroma_moves.py``); returns
+        the count."""
         current = self.typed(user_id, verify=False)
         places = {t: c for t, c in current.items() if isinstance(c, SharedPlace)}
         if places:
             return rebuild_shared(self, user_id, places, embed_documents, dimension, batch_size=batch_size,
                                   progress=progress)
-        action = f"reindexing user {user_id!r}"
-        copied = 0
-        for memory_type, old in current.items():
-            name = collection_name(user_id, memory_type)
-            staging_name = name + REBUILD_SUFFIX
-            if self.get(staging_name) is not None:
-                self.delete(staging_name)  # a rebuild that died before it was complete
-            staging = self.create(
-                staging_name, self.user_metadata(user_id, dimension, memory_type, vecmem_rebuild_complete=False)
-            )
-            try:
-                copied += copy_embedded(old, staging, embed_documents, batch_size, progress, action)
-            except BaseException:
-                self.delete(staging_name)  # the old collection was never touched
-                raise
-            with chroma_errors(action):
-                staging.modify(metadata=self.user_metadata(user_id, dimension, memory_type,
-                                                           vecmem_rebuild_complete=True))
-                self.client.delete_collection(name)
-                staging.modify(name=name)
-                renamed = self.client.get_collection(name, embedding_function=None)
-                renamed.modify(metadata=self.user_metadata(user_id, dimension, memory_type))
-        self.refresh(user_id)
-        self.announce_reset(user_id)
-        return copied
+        return rebuild_dedicated(self, user_id, current, embed_documents, dimension, batch_size=batch_size,
+                                 progress=progress)

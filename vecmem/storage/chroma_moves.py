@@ -34,7 +34,10 @@ from vecmem.storage.chroma_shared import (
 if TYPE_CHECKING:
     from vecmem.storage.chroma_layout import ChromaCollections
 
-__all__ = ["copy_embedded", "move_to_dedicated", "move_to_shared", "rebuild_shared", "split_legacy"]
+__all__ = ["REBUILD_SUFFIX", "copy_embedded", "move_to_dedicated", "move_to_shared", "rebuild_dedicated",
+           "rebuild_shared", "split_legacy"]
+
+REBUILD_SUFFIX = "-reindex"  # a user's collection being rebuilt by a reindex
 
 _ROWS = ["documents", "metadatas", "embeddings"]
 
@@ -205,3 +208,46 @@ class _Rows:
         start = offset or 0
         end = len(self._rows["ids"]) if limit is None else start + limit
         return {field: list(self._rows[field][start:end]) for field in ("ids", *include)}
+
+
+def rebuild_dedicated(
+    layout: ChromaCollections,
+    user_id: str,
+    current: Mapping[str, Any],
+    embed_documents: Callable[[Sequence[str]], np.ndarray],
+    dimension: int,
+    *,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """Re-embed every memory of a user of their own collections into fresh ones, swapping each in.
+
+    An old collection stays untouched until its new one is complete; if the process dies after the old one is
+    dropped, the next open finds the complete rebuild (marked ``vecmem_rebuild_complete``) and renames it into
+    place (``ChromaCollections._finish_interrupted_rebuild``).
+    """
+    action = f"reindexing user {user_id!r}"
+    copied = 0
+    for memory_type, old in current.items():
+        name = collection_name(user_id, memory_type)
+        staging_name = name + REBUILD_SUFFIX
+        if layout.get(staging_name) is not None:
+            layout.delete(staging_name)  # a rebuild that died before it was complete
+        staging = layout.create(
+            staging_name, layout.user_metadata(user_id, dimension, memory_type, vecmem_rebuild_complete=False)
+        )
+        try:
+            copied += copy_embedded(old, staging, embed_documents, batch_size, progress, action)
+        except BaseException:
+            layout.delete(staging_name)  # the old collection was never touched
+            raise
+        with chroma_errors(action):
+            staging.modify(metadata=layout.user_metadata(user_id, dimension, memory_type,
+                                                       vecmem_rebuild_complete=True))
+            layout.client.delete_collection(name)
+            staging.modify(name=name)
+            renamed = layout.client.get_collection(name, embedding_function=None)
+            renamed.modify(metadata=layout.user_metadata(user_id, dimension, memory_type))
+    layout.refresh(user_id)
+    layout.announce_reset(user_id)
+    return copied

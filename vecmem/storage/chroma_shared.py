@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PLACE_KEY", "SHARED_BUCKETS", "SHARED_HNSW", "SHARED_PREFIX", "USER_PREFIX", "SharedPlace", "collection_name",
-    "delete_elsewhere", "documents_of", "model_of", "pages", "shared_model_prefix", "shared_name", "shared_nearest",
-    "user_key", "write_places",
+    "documents_of", "model_of", "pages", "shared_model_prefix", "shared_name", "shared_nearest",
+    "user_key",
 ]
 
 USER_PREFIX = "vecmem-u-"
@@ -217,31 +217,6 @@ class SharedPlace:
             self.shared.delete(where=self._where(None))
         elif ids:
             self.shared.delete(ids=self.row_ids(ids))
-
-
-def write_places(places: Mapping[str, Any], records: Sequence[Any], vectors: np.ndarray,
-                 metadatas: Sequence[Mapping[str, Any]]) -> None:
-    """One Chroma upsert of records (``MemoryRecord``) of several types into the user's places of them."""
-    shared = next(iter(places.values())).shared
-    shared.upsert(ids=[places[r.type].row_ids([r.id])[0] for r in records], embeddings=vectors,
-                  documents=[r.content for r in records],
-                  metadatas=[{**m, PLACE_KEY: places[r.type].name} for r, m in zip(records, metadatas, strict=True)])
-
-
-def delete_elsewhere(collections: Mapping[str, Any], records: Sequence[Any]) -> None:
-    """Delete each record (``MemoryRecord``) from the user's collections or places of the other types: one
-    call for all of a shared user's places, one per collection otherwise."""
-    by_shared: dict[str, tuple[Any, list[str]]] = {}
-    for memory_type, collection in collections.items():
-        stale = [r.id for r in records if r.type != memory_type]
-        if not stale:
-            continue
-        if isinstance(collection, SharedPlace):
-            by_shared.setdefault(collection.shared.name, (collection.shared, []))[1].extend(collection.row_ids(stale))
-        else:
-            collection.delete(ids=stale)
-    for shared, row_ids in by_shared.values():
-        shared.delete(ids=row_ids)
 
 
 def _with_vectors(read: Any) -> Any:

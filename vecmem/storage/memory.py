@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
+from vecmem.errors import EmbeddingMismatchError, StoreError
 from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
-from vecmem.storage.base import IndexedRow, RawRow, announced, check_owner
+from vecmem.storage.base import IndexedRow, RawRow, UserWrite, announced, check_owner, check_write
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.rows import from_row, to_metadata
 
@@ -258,12 +258,7 @@ class InMemoryStore:
         its new type's place (rows are kept by id, so ``new`` changes nothing here)."""
         if not records:
             return
-        check_owner(user_id, records)
-        if len(keywords) != len(records):
-            raise InvalidInputError("keywords", "one token list per record")
-        vectors = np.asarray(embeddings, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[0] != len(records):
-            raise InvalidInputError("embeddings", f"one embedding per record, got shape {vectors.shape}")
+        vectors = check_write(user_id, records, embeddings, keywords)
         dimension = int(vectors.shape[1])
         with self._memories.lock:
             types = list(dict.fromkeys(record.type for record in records))
@@ -282,6 +277,20 @@ class InMemoryStore:
             for record, vector, words in zip(records, vectors, keywords, strict=True):
                 rows[record.id] = _Row(record.type, record.content, {**to_metadata(record), "keywords": " ".join(words)},
                                        vector.copy())
+
+    def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
+        """Each user's write in turn (every one checked first, so a bad one writes nothing): the reference the
+        batched writes of other stores are held to."""
+        for write in writes:
+            check_write(write.user_id, write.records, write.embeddings, write.keywords)
+        for write in writes:
+            self.upsert(write.user_id, write.records, write.embeddings, write.keywords, new=new)
+
+    def stored_ids(self, ids_by_user: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        with self._memories.lock:
+            found = {user: {i for i in ids if i in self._memories.rows.get(user, {})}
+                     for user, ids in ids_by_user.items()}
+        return {user: ids for user, ids in found.items() if ids}
 
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the fields of stored memories whose content, tags, context and type did not change (their

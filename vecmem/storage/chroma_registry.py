@@ -1,0 +1,181 @@
+"""The store-wide part of a Chroma store's layout: opening, creating and dropping collections, the shared
+collections, and the registry (``vecmem-registry``).
+
+The registry's metadata records the store's embedding model and dimension; its rows, one per user (id: the
+user's key), say which layout the user is in, which shared collection holds them and which types they have
+there (``chroma_layout.py`` says what each means). ``ChromaCollections`` adds each user's part on top.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from vecmem.errors import EmbeddingMismatchError
+from vecmem.storage.chroma_client import chroma_errors, create_or_existing, found_or_none
+from vecmem.storage.chroma_moves import REBUILD_SUFFIX
+from vecmem.storage.chroma_shared import (
+    SHARED_HNSW,
+    SHARED_PREFIX,
+    USER_PREFIX,
+    SharedPlace,
+    collection_name,
+    model_of,
+    pages,
+    shared_model_prefix,
+    shared_name,
+    user_key,
+)
+
+__all__ = ["SCHEMA_VERSION", "ChromaRegistry"]
+
+_REGISTRY = "vecmem-registry"
+SCHEMA_VERSION = 3  # 1: one collection per user; 2: one per user and type; 3: small users shared
+_ENTRY_PAGE = 500  # registry rows read by one Chroma call
+
+
+class ChromaRegistry:
+    """A store's collections by name, its shared collections and its registry."""
+
+    def __init__(self, client: Any, model_name: str) -> None:
+        self.client = client
+        self.model_name = model_name
+        self._shared: dict[str, Any] = {}  # name -> shared collection
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------------------------------ one collection
+
+    def get(self, name: str) -> Any | None:
+        """The collection called ``name``, or None when there is none."""
+        return found_or_none(lambda: self.client.get_collection(name, embedding_function=None),
+                             f"reading collection {name}")
+
+    def create(self, name: str, metadata: dict[str, Any], hnsw: dict[str, Any] | None = None) -> Any:
+        """A new collection; the existing one when another bank of this process (or a server client) has just
+        made it."""
+        return create_or_existing(
+            lambda: self.client.create_collection(
+                name, configuration={"hnsw": hnsw or {"space": "cosine"}}, metadata=metadata,
+                embedding_function=None,
+            ),
+            lambda: self.client.get_collection(name, embedding_function=None),
+            f"creating collection {name}",
+        )
+
+    def delete(self, name: str) -> None:
+        with chroma_errors(f"dropping collection {name}"):
+            self.client.delete_collection(name)
+
+    def user_metadata(self, user_id: str, dimension: int, memory_type: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "vecmem_user": user_id,
+            "vecmem_type": memory_type,
+            "embed_model": self.model_name,
+            "embed_dim": dimension,
+            "vecmem_schema": SCHEMA_VERSION,
+            **extra,
+        }
+
+    def shared_for(self, model_name: str, dimension: int, user_id: str) -> Any:
+        """The shared collection of this model and dimension for the user, created when missing."""
+        name = shared_name(model_name, dimension, user_id)
+        with self._lock:
+            if name not in self._shared:
+                metadata = {"embed_model": model_name, "embed_dim": dimension, "vecmem_schema": SCHEMA_VERSION}
+                self._shared[name] = self.get(name) or self.create(name, metadata, SHARED_HNSW)
+            return self._shared[name]
+
+    def _shared_named(self, name: str) -> Any | None:
+        with self._lock:
+            if name not in self._shared:
+                found = self.get(name)
+                if found is None:
+                    return None
+                self._shared[name] = found
+            return self._shared[name]
+
+    @staticmethod
+    def place(shared: Any, user_id: str, memory_type: str) -> SharedPlace:
+        return SharedPlace(shared, user_id, memory_type, collection_name(user_id, memory_type))
+
+    # ------------------------------------------------------------------------------------------ the registry
+
+    def stored_model(self) -> tuple[str, int] | None:
+        """(model name, dimension) the store was built with, or None for a store that has never been written."""
+        registry = self.get(_REGISTRY)
+        return None if registry is None else model_of(registry.metadata)
+
+    def record_model(self, dimension: int, *, replace: bool = False) -> None:
+        """Create the registry for a new store; ``replace`` (reindex only) moves it to the current model."""
+        metadata = {"embed_model": self.model_name, "embed_dim": dimension, "vecmem_schema": SCHEMA_VERSION}
+        with chroma_errors("recording the embedding model"):
+            registry = self.client.get_or_create_collection(_REGISTRY, metadata=metadata, embedding_function=None)
+            stored = registry.metadata or {}
+            if stored == metadata:
+                return
+            if stored.get("embed_model") != self.model_name and not replace:
+                raise EmbeddingMismatchError(*model_of(stored), self.model_name)
+            registry.modify(metadata=metadata)
+
+    def entry(self, user_id: str) -> dict[str, Any] | None:
+        """The user's registry row (layout, shared, types), or None for a user it does not know."""
+        return self.entries([user_id]).get(user_id)
+
+    def entries(self, user_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The registry rows of these users that it knows, read a page of users at a time."""
+        registry = self.get(_REGISTRY)
+        found: dict[str, dict[str, Any]] = {}
+        if registry is None:
+            return found
+        by_key = {user_key(user): user for user in user_ids}
+        keys = list(by_key)
+        for start in range(0, len(keys), _ENTRY_PAGE):
+            with chroma_errors("reading the user registry"):
+                rows = registry.get(ids=keys[start:start + _ENTRY_PAGE], include=["metadatas"])
+            for key, metadata in zip(rows["ids"], rows["metadatas"], strict=True):
+                if (metadata or {}).get("vecmem_user") == by_key.get(key):  # a hash collision is no entry
+                    found[by_key[key]] = dict(metadata)
+        return found
+
+    def put_entry(self, user_id: str, layout: str, shared: str, types: Iterable[str]) -> None:
+        """Record the user's layout. The registry exists by then (created with a user's first collection)."""
+        self.put_entries([(user_id, layout, shared, types)])
+
+    def put_entries(self, entries: Sequence[tuple[str, str, str, Iterable[str]]]) -> None:
+        """Record several users' (user, layout, shared collection, types) in one write."""
+        if not entries:
+            return
+        metadatas = [{"vecmem_user": user, "layout": layout, "shared": shared, "types": " ".join(sorted(types))}
+                     for user, layout, shared, types in entries]
+        with chroma_errors("writing the user registry"):
+            registry = self.client.get_or_create_collection(_REGISTRY, embedding_function=None)
+            registry.upsert(ids=[user_key(user) for user, *_ in entries], embeddings=[[1.0]] * len(entries),
+                            metadatas=metadatas)
+
+    def users(self) -> list[str]:
+        """Every user id of the store: those in the registry and those with collections of their own."""
+        found: set[str] = set()
+        registry = self.get(_REGISTRY)
+        if registry is not None:
+            for rows in pages(registry, ["metadatas"], "listing users"):
+                found.update(str(m["vecmem_user"]) for m in rows["metadatas"] if m and "vecmem_user" in m)
+        with chroma_errors("listing users"):
+            collections = self.client.list_collections()
+        for collection in collections:
+            name = collection.name
+            meta = collection.metadata or {}
+            if name.startswith(USER_PREFIX) and not name.endswith(REBUILD_SUFFIX) and "vecmem_user" in meta:
+                found.add(str(meta["vecmem_user"]))
+        return sorted(found)
+
+    def drop_stale_shared(self, dimension: int) -> None:
+        """After a reindex of every user: drop the shared collections of other models (only leftovers remain)."""
+        current = shared_model_prefix(self.model_name, dimension)
+        with chroma_errors("listing collections"):
+            names = [c.name for c in self.client.list_collections()]
+        for name in names:
+            if name.startswith(SHARED_PREFIX) and not name.startswith(current):
+                self.delete(name)
+                with self._lock:
+                    self._shared.pop(name, None)
