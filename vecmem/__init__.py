@@ -43,7 +43,7 @@ from vecmem.models import (
 )
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
-from vecmem.storage.base import MemoryStore
+from vecmem.storage.base import MemoryStore, UserWrite
 from vecmem.storage.changes import ChangeFeed, Changes
 from vecmem.storage.chroma import ChromaStore
 from vecmem.storage.memory import InMemoryStore
@@ -64,6 +64,7 @@ __all__ = [
     "LoggedDecision",
     "SessionCounters",
     "MemoryStore",
+    "UserWrite",
     "InMemoryStore",
     "ChangeFeed",
     "Changes",
