@@ -62,7 +62,7 @@ from vecmem.storage.chroma_layout import (
     user_key,
 )
 from vecmem.storage.chroma_search import SearchThreads, filtered_search, plan_searches
-from vecmem.storage.chroma_shared import SharedPlace, documents_of, shared_nearest
+from vecmem.storage.chroma_shared import SharedPlace, shared_nearest, typed_rows
 from vecmem.storage.rows import from_row, to_metadata, where_clause
 
 __all__ = ["ChromaStore", "where_clause"]
@@ -221,26 +221,23 @@ class ChromaStore:
 
     def scan(self, user_id: str, memory_filter: MemoryFilter) -> Iterator[MemoryRecord]:
         """Every memory of the user that passes the filter, page by page."""
-        where = where_clause(memory_filter)
-        for collection in self._typed(user_id, memory_filter.types, verify=False).values():
-            for memory_id, document, metadata in documents_of(collection, "listing memories", where):
-                record = from_row(memory_id, document, metadata)
-                if memory_filter.matches(record):
-                    yield record
+        collections = self._typed(user_id, memory_filter.types, verify=False)
+        for _, memory_id, document, metadata in typed_rows(collections, "listing memories", where_clause(memory_filter)):
+            record = from_row(memory_id, document, metadata)
+            if memory_filter.matches(record):
+                yield record
 
     def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
         """Every memory of the user with its stored keyword tokens (None when written before they existed)."""
-        for collection in self._typed(user_id, verify=False).values():
-            for memory_id, document, metadata in documents_of(collection, "reading the keyword index"):
-                stored = (metadata or {}).get("keywords")
-                yield from_row(memory_id, document, metadata), None if stored is None else stored.split()
+        for _, memory_id, document, metadata in typed_rows(self._typed(user_id, verify=False),
+                                                           "reading the keyword index"):
+            stored = (metadata or {}).get("keywords")
+            yield from_row(memory_id, document, metadata), None if stored is None else stored.split()
 
     def raw_rows(self, user_id: str) -> Iterator[RawRow]:
         """Every row of the user as stored: (collection's type, id, document, metadata), unread ones included
         (what ``vecmem doctor`` examines)."""
-        for memory_type, collection in self._typed(user_id, verify=False).items():
-            for memory_id, document, metadata in documents_of(collection, "examining the store"):
-                yield memory_type, memory_id, document, metadata
+        yield from typed_rows(self._typed(user_id, verify=False), "examining the store")
 
     def collection_models(self, user_id: str) -> dict[str, tuple[str, int]]:
         """{type: (embedding model, dimension)} as each of the user's collections records it."""
@@ -249,13 +246,10 @@ class ChromaStore:
 
     def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
         """The memories whose ``superseded_by`` points at ``memory_id``."""
-        return [
-            from_row(row_id, document, metadata)
-            for collection in self._typed(user_id, verify=False).values()
-            for row_id, document, metadata in documents_of(
-                collection, "reading the supersession history", {"superseded_by": memory_id}
-            )
-        ]
+        return [from_row(row_id, document, metadata)
+                for _, row_id, document, metadata in typed_rows(self._typed(user_id, verify=False),
+                                                                "reading the supersession history",
+                                                                {"superseded_by": memory_id})]
 
     def nearest(
         self,

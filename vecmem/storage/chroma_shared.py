@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PLACE_KEY", "SHARED_BUCKETS", "SHARED_HNSW", "SHARED_PREFIX", "USER_PREFIX", "SharedPlace", "collection_name",
-    "documents_of", "model_of", "pages", "shared_model_prefix", "shared_name", "shared_nearest",
+    "documents_of", "typed_rows", "model_of", "pages", "shared_model_prefix", "shared_name", "shared_nearest",
     "user_key",
 ]
 
@@ -88,6 +88,29 @@ def documents_of(collection: Any, action: str, where: dict[str, Any] | None = No
     """(id, document, metadata) of every row of a collection or place that passes ``where``."""
     for rows in pages(collection, ["documents", "metadatas"], action, where=where):
         yield from zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)
+
+
+def typed_rows(collections: Mapping[str, Any], action: str,
+               where: Mapping[str, Any] | None = None) -> Iterator[tuple[str, str, Any, Any]]:
+    """(type, memory id, document, metadata) of every row of one user's collections or places that passes
+    ``where``. A shared user's places are read together, a page at a time: one filtered read of the shared
+    collection, where a place at a time would cost one per type (a user's first search reads this)."""
+    places = [c for c in collections.values() if isinstance(c, SharedPlace)]
+    if len(places) < 2 or len(places) != len(collections):
+        for memory_type, collection in collections.items():
+            for memory_id, document, metadata in documents_of(collection, action, None if where is None else dict(where)):
+                yield memory_type, memory_id, document, metadata
+        return
+    by_name = {place.name: place for place in places}
+    in_places: dict[str, Any] = {PLACE_KEY: {"$in": sorted(by_name)}}
+    for rows in pages(places[0].shared, ["documents", "metadatas"], action,
+                      where=in_places if not where else {"$and": [in_places, dict(where)]}):
+        for row_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True):
+            name, _, memory_id = str(row_id).partition(":")
+            place = by_name.get(name)
+            if place is None or (metadata or {}).get(PLACE_KEY) != name:  # checked twice, as SharedPlace does
+                continue
+            yield place.memory_type, memory_id, document, {k: v for k, v in metadata.items() if k != PLACE_KEY}
 
 
 def shared_model_prefix(model_name: str, dimension: int) -> str:
