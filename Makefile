@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser eval bench bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser eval bench bench-users bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -23,6 +23,7 @@ help:
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
+	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
 
@@ -75,6 +76,13 @@ test: install browser
 BENCH_ARGS ?= --n 5000 --queries 200
 bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+# Many small users (an app's end-users): ingest against the model's own rate, search over random users, RSS,
+# disk and a raw Chroma collection with a user filter. The issue's size: BENCH_USERS_ARGS="--users 10000
+# --per-user 20 --queries 300" (about an hour on two cores).
+BENCH_USERS_ARGS ?= --users 1000 --per-user 20 --queries 200
+bench-users: install
+	$(BIN)/python scripts/bench.py $(BENCH_USERS_ARGS)
 
 # mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
 # protobuf older than the one vecmem's venv has.
