@@ -361,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "already holds the corpus)")
     parser.add_argument("--mem0", type=int, default=0, metavar="N",
                         help="also run mem0 (if installed) on the first N memories and the same queries")
+    parser.add_argument("--mem0-only", action="store_true", help=argparse.SUPPRESS)  # _mem0_beside's subprocess
     parser.add_argument("--skip-startup", action="store_true", help="do not time `vecmem --help` and the chat's start")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -470,6 +471,10 @@ def _many_users(args: argparse.Namespace) -> int:
     if args.per_user < 1:
         print("bench: --per-user must be at least 1", file=sys.stderr)
         return 2
+    if args.mem0_only:  # the mem0 side of a users run, in mem0's own venv (see _mem0_beside)
+        with tempfile.TemporaryDirectory(prefix="vecmem-bench-mem0-") as scratch:
+            print(json.dumps(_mem0_users(args, Path(scratch))))
+        return 0
     with tempfile.TemporaryDirectory(prefix="vecmem-bench-users-") as scratch:
         home = args.home or Path(scratch)
         settings = Settings.from_env().with_changes(home=home, chroma_url=None)
@@ -479,11 +484,46 @@ def _many_users(args: argparse.Namespace) -> int:
         embedder.embed_query("warm up")  # the model load is start-up, not ingest
         report = many_users_report(args, home, settings, embedder)
         if args.mem0:
-            records = synthetic_corpus(args.users * args.per_user, args.users, args.sessions, args.seed)
-            report["mem0"] = mem0_figures(records[: args.mem0], make_queries(args.queries, records, args.seed), home,
-                                          args.k)
+            report["mem0"] = _mem0_beside(args)
     print(json.dumps(report, ensure_ascii=False, indent=2))
     return 0
+
+
+MEM0_PYTHON = Path(__file__).resolve().parent.parent / ".venv-mem0" / "bin" / "python"
+
+
+def _mem0_users(args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    """mem0 on the memories of the corpus's first users (--mem0 memories' worth, each user whole), asked the
+    users run's queries that fall on those users; with this process's peak RSS and mem0's bytes on disk."""
+    records = synthetic_corpus(args.users * args.per_user, args.users, args.sessions, args.seed)
+    kept = {f"user-{n}" for n in range(max(1, args.mem0 // args.per_user))}
+    chosen = [r for r in records if r.user_id in kept]
+    queries = [q for q in make_queries(args.queries * 10, chosen, args.seed)][: args.queries]
+    figures = mem0_figures(chosen, queries, home, args.k)
+    if "skipped" not in figures:
+        figures.update(users=len(kept), peak_rss_mb=peak_rss_mb(),
+                       disk_bytes_per_memory=round(disk_bytes(home) / len(chosen)))
+    return figures
+
+
+def _mem0_beside(args: argparse.Namespace) -> dict[str, Any]:
+    """mem0's figures for a users run: in this process when mem0 is importable, else from mem0's venv
+    (``make bench-mem0`` makes it; mem0 needs an older protobuf than vecmem's venv has)."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("mem0") is not None:
+        with tempfile.TemporaryDirectory(prefix="vecmem-bench-mem0-") as scratch:
+            return _mem0_users(args, Path(scratch))
+    if not MEM0_PYTHON.exists():
+        return {"skipped": "mem0ai is not installed (`make bench-mem0` makes its venv)"}
+    command = [str(MEM0_PYTHON), __file__, "--users", str(args.users), "--per-user", str(args.per_user),
+               "--queries", str(args.queries), "--sessions", str(args.sessions), "--seed", str(args.seed),
+               "--k", str(args.k), "--mem0", str(args.mem0), "--mem0-only"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"skipped": f"mem0's run failed: {done.stderr.strip().splitlines()[-1:]}"}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def print_report(report: dict[str, Any]) -> None:
