@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
-from vecmem.maintenance import chains, hygiene, review, transfer
+from vecmem.maintenance import chains, edits, hygiene, intake, review, transfer
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.stats import store_stats
@@ -124,19 +124,22 @@ class MemoryBank:
         search only; never shown to the model), such as the conversation turns around it. ``status="pending"``
         puts it in the review queue instead of retrieval (hygiene.py).
 
-        Adding the same statement (same user, scope and normalised text) again returns the stored memory
-        unchanged, superseded or not; ``memory_id`` reused for different content is refused, and one outside
-        ``validation.NEW_ID_RULE`` too (so every interface, a URL path included, can name it).
+        The same statement (user, scope, normalised text) added again returns the stored memory unchanged,
+        superseded or not, even once an edit holds its derived id (intake.unused_id); ``memory_id`` reused for
+        other content is refused, as is one outside ``validation.NEW_ID_RULE``. A model's text
+        (``source="extracted"``, any path) is screened: planted instructions and doubtful memories (intake.py).
         """
         user, scope = self._user(user_id), self._scope(session_id)
-        record = MemoryRecord(
+        record = intake.screened(MemoryRecord(
             id=validate_new_id(memory_id) if memory_id is not None
             else content_id(user, scope, transfer.text_for_id(content)),
             type=memory_type, source=source, status=status,  # type: ignore[arg-type]  # checked by MemoryRecord
             tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             content=content, importance=importance, scope=scope, created_at=created_at or self._clock(),
-            confidence=confidence, user_id=user, context=context)
+            confidence=confidence, user_id=user, context=context), self.settings)
         with self._lock:
+            if memory_id is None:  # what is stored decides: an edited memory keeps the id its first text gave it
+                record = record.with_changes(id=intake.unused_id(self._store, record))
             stored = self._writes.add(record)
             if stored is not None:
                 return stored
@@ -159,13 +162,17 @@ class MemoryBank:
 
     def update(self, memory_id: str, *, user_id: str | None = None, content: str | None = None,
                memory_type: str | None = None, importance: float | None = None, tags: Sequence[str] | None = None,
-               confidence: float | None = None, context: str | None = None) -> MemoryRecord:
-        """Change fields of a memory; new content, tags or context are re-embedded and re-indexed."""
+               confidence: float | None = None, context: str | None = None,
+               keep_history: bool = True) -> MemoryRecord:
+        """Change fields of a memory, which keeps its id (new words are re-embedded and re-indexed); what it said
+        before stays in ``history`` as a revision ``<id>@v<n>`` dated by this edit (edits.py), unless
+        ``keep_history=False`` (an adjustment that is not an edit, such as the templates' decay)."""
         given = {"content": content, "type": memory_type, "importance": importance, "tags": tags,
                  "confidence": confidence, "context": context}
         with self._lock:
-            record = self._get(memory_id, user_id=user_id)
-            return self._writes.update(record, {name: value for name, value in given.items() if value is not None})
+            changes = {name: value for name, value in given.items() if value is not None}
+            return edits.edit(self._writes, self._get(memory_id, user_id=user_id), changes, self._clock(),
+                              keep_history=keep_history)
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again. Only a
@@ -178,28 +185,21 @@ class MemoryBank:
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryRecord]:
         """Every memory linked to this one by supersession, each before the memory that replaced it
-        (the live one, with no superseded_by, comes last)."""
+        (the live one, with no superseded_by, comes last); its earlier versions (revisions kept by edits) too."""
         return self._access.apply(chains.history(self._get(memory_id, user_id=user_id), self._store))
 
     def restore(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        """Undo a supersession: this memory is live again, and the live memory that replaced it is now
-        superseded by it (so one memory of the chain is live). Returns the restored memory."""
+        """Undo a supersession: this memory is live again, the live one that replaced it superseded by it; returns
+        it. A revision (kept by an edit) reverts its memory to what it says instead, and that memory is returned."""
         with self._lock:
-            record = self._get(memory_id, user_id=user_id)
-            changed = chains.restoration(record, chains.reader(self._store, record.user_id))
-            self._writes.rewrite_fields(record.user_id, changed)
-        return changed[0]
+            return edits.restore(self._writes, self._get(memory_id, user_id=user_id), self._clock())
 
     def forget(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        """Delete a memory for good; returns what was deleted. What it had replaced is not left replaced by
-        nothing: each is replaced by its own successor instead, or is live again (chains.unlinking). Those are
-        rewritten first, then it is deleted: a crash between leaves it stored, and forgetting it again finishes."""
+        """Delete a memory for good, its earlier versions with it; returns what was deleted. What it had replaced
+        is replaced by its own successor instead, or is live again (chains.unlinking); a crash half-way leaves it
+        stored, and forgetting it again finishes (edits.forget)."""
         with self._lock:
-            record = self._get(memory_id, user_id=user_id)
-            read = chains.reader(self._store, record.user_id)
-            self._writes.rewrite_fields(record.user_id, chains.unlinking(
-                record, self._store.replaced_by(record.user_id, record.id), read))
-            self._writes.delete(record)
+            edits.forget(self._writes, record := self._get(memory_id, user_id=user_id))
         return record
 
     # ------------------------------------------------------------------------------------------ reading
@@ -356,7 +356,7 @@ class MemoryBank:
         with self._lock:
             if content is not None:  # corrected while still pending, so a failure leaves it in the queue
                 pending = review.require_status(self._get(memory_id, user_id=user_id), "pending")
-                self._writes.update(pending, {"content": content})
+                edits.edit(self._writes, pending, {"content": content}, self._clock())  # an edit like update's
             return review.move(self._writes, self._get(memory_id, user_id=user_id), frm="pending", to="live")
 
     def reject(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:

@@ -3,8 +3,9 @@
 ``MemoryRecord`` validates itself on construction: an invalid value raises ``InvalidInputError`` naming the
 field and the reason, so nothing half-valid ever reaches the store.
 
-Importance is a float in [0, 1]. For convenience an *integer* from 0 to 10 is read on the ten-point scale
-and divided by ten (``importance=7`` is stored as 0.7); a float is taken as it is (``0.7``, ``1.0``).
+Importance is stored as a float in [0, 1], given by one rule everywhere (``validation.normalize_importance``):
+a value in [0, 1] as it is (``1`` and ``1.0`` are both 1.0), a value above 1 up to 10 on the ten-point scale
+(``7`` -> 0.7, ``10`` -> 1.0), anything negative or above 10 refused.
 """
 
 from __future__ import annotations

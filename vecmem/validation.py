@@ -118,20 +118,25 @@ def validate_session_id(value: object) -> str:
 
 
 def normalize_importance(value: object) -> float:
-    """Floats in [0, 1] as they are; integers 0-10 on the ten-point scale (7 -> 0.7)."""
+    """The one importance rule of every interface (Python, CLI, HTTP, MCP, the panel): a number in [0, 1] is
+    taken as it is (so 1 and 1.0 are both the top); a number above 1 and up to 10 is on the ten-point scale
+    and divided by ten (7 -> 0.7, 10 -> 1.0); a negative number or one above 10 is refused.
+
+    The test is the value, never its Python or JSON type: a form field, a shell argument and a model's tool call
+    cannot be relied on to keep ``1`` and ``1.0`` apart, and reading ``1`` as 0.1 while ``1.0`` is 1.0 (as an
+    earlier rule did) stored the opposite of what people meant. Nothing is lost by it: on the ten-point scale 1
+    would be 0.1, which is written 0.1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInputError("importance", f"must be a number, got {type(value).__name__}")
-    if isinstance(value, int):
-        if not 0 <= value <= 10:
-            raise InvalidInputError("importance", f"integer {value} is outside the 0-10 scale")
-        return value / 10
     if not math.isfinite(value):
         raise InvalidInputError("importance", f"must be a finite number, got {value}")
-    if not 0.0 <= value <= 1.0:
-        raise InvalidInputError(
-            "importance", f"{value} is outside [0, 1] (use an integer 0-10 for the ten-point scale)"
-        )
-    return float(value)
+    if value < 0:
+        raise InvalidInputError("importance", f"{value} is negative; use a number in [0, 1], or 1-10 on the "
+                                              "ten-point scale")
+    if value > 10:
+        raise InvalidInputError("importance", f"{value} is above 10; use a number in [0, 1], or 1-10 on the "
+                                              "ten-point scale")
+    return float(value) if value <= 1 else value / 10
 
 
 def check_unit_interval(field_name: str, value: object) -> float:

@@ -315,7 +315,8 @@ class TestWithAModel:
         failed = agent.turn("I live in Hangzhou")
         assert failed.write_error and failed.answer == "noted"
         assert agent.bank.count() == 0
-        assert [t.content for t in agent.sessions.pending_turns(agent.user_id, "s1")] == ["I live in Hangzhou"]
+        assert [(t.content, t.status) for t in agent.sessions.recent_turns(agent.user_id, "s1", 1)
+                if t.role == "user"] == [("I live in Hangzhou", "retry")]  # failed once: retried, then parked
         retried = agent.turn("I also like tea")
         assert retried.write_error is None
         assert contents(agent.bank.list_memories()) == ["The user lives in Hangzhou"]

@@ -308,7 +308,9 @@ class TestPersistenceAndModel:
         bank.update(record.id, memory_type="preference")
         assert [h.id for h in bank.search("oolong tea", 3, types=["preference"])] == [record.id]
         assert bank.search("oolong tea", 3, types=["fact"]) == []
-        assert bank.count() == 1 and bank.get(record.id).type == "preference"
+        assert bank.get(record.id).type == "preference"
+        # the memory, and the revision the edit kept of it (history)
+        assert bank.count() == 2 and [r.type for r in bank.history(record.id)] == ["fact", "preference"]
 
 
 class TestBuildContext:

@@ -127,7 +127,11 @@ class IsolationMachine(RuleBasedStateMachine):
                 return
             raise AssertionError(f"updated {memory_id}, which {user} does not have")
         bank.update(memory_id, user_id=user, content=content)
-        self.model[user][memory_id].content = content
+        memories, current = self.model[user], self.model[user][memory_id]
+        if content != current.content:  # the edit keeps the id; what it said before is its next revision
+            number = 1 + sum(1 for i, m in memories.items() if m.superseded_by == memory_id and "@v" in i)
+            memories[f"{memory_id}@v{number}"] = Expected(current.content, current.scope, superseded_by=memory_id)
+        current.content = content
 
     @rule(which=st.integers(0, 1), user=st.sampled_from(USERS), old=st.sampled_from(IDS), new=st.sampled_from(IDS))
     def supersede(self, which, user, old, new) -> None:
@@ -171,6 +175,8 @@ class IsolationMachine(RuleBasedStateMachine):
         bank.forget(memory_id, user_id=user)
         memories = self.model[user]
         forgotten = memories.pop(memory_id)
+        for revision in [i for i, m in memories.items() if m.superseded_by == memory_id and "@v" in i]:
+            del memories[revision]  # its earlier versions are forgotten with it
         heir_id = forgotten.superseded_by
         for replaced_id, replaced in memories.items():  # what it replaced goes to its successor, or is live again
             if replaced.superseded_by == memory_id:

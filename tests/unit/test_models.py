@@ -20,13 +20,13 @@ def test_defaults_are_valid():
 
 @pytest.mark.parametrize(
     ("given", "stored"),
-    [(9, 0.9), (10, 1.0), (0, 0.0), (1, 0.1), (0.7, 0.7), (1.0, 1.0), (0.0, 0.0)],
+    [(9, 0.9), (10, 1.0), (0, 0.0), (1, 1.0), (0.7, 0.7), (1.0, 1.0), (0.0, 0.0), (1.5, 0.15), (7.0, 0.7)],
 )
-def test_importance_integers_are_the_ten_point_scale(given, stored):
+def test_importance_above_one_is_the_ten_point_scale(given, stored):
     assert record(importance=given).importance == pytest.approx(stored)
 
 
-@pytest.mark.parametrize("bad", [11, -1, 1.5, -0.1, float("nan"), float("inf"), "high", True, None])
+@pytest.mark.parametrize("bad", [11, -1, 10.5, -0.1, float("nan"), float("inf"), "high", True, None])
 def test_bad_importance_is_refused_naming_the_field(bad):
     with pytest.raises(InvalidInputError) as excinfo:
         record(importance=bad)

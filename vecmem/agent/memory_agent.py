@@ -9,7 +9,9 @@ memory (the task in progress, verbatim until marked done) and long-term (the Mem
 * Proactive recall: when the user points at the past ("上次那个方案", "as I said before"), a second, wider
   retrieval of every type runs (twice the candidates) and the two most recent summaries come first.
 * Writing: every pending user turn goes through the write gate (decision logged), extraction and conflict
-  resolution. If the model fails there, the turn stays pending in short-term memory and is retried next turn.
+  resolution. If that fails (the model, or the store refusing a write), the turn stays in short-term memory and
+  is retried with the next message, once: a second failure parks it (``WRITE_ATTEMPTS``), reported in the
+  turn's result and logged, so one bad turn never fails every later message. The answer is never lost to it.
 * Every ``VECMEM_SUMMARY_EVERY`` kept turns a local summary (a session ``conclusion``), every
   ``VECMEM_GLOBAL_SUMMARY_EVERY`` local summaries a global one.
 * Cold start: a user with no memories and no history gets ``TEMPLATES`` (source ``template``), whose
@@ -21,6 +23,7 @@ memory (the task in progress, verbatim until marked done) and long-term (the Mem
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,10 +35,10 @@ from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
 from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel
 from vecmem.bank import MemoryBank
-from vecmem.errors import InvalidInputError, LLMError, NotFoundError
+from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
-from vecmem.storage.sessions import SessionCounters, SessionStore
+from vecmem.storage.sessions import SessionCounters, SessionStore, StoredTurn
 from vecmem.text import char_bigrams, cjk_runs
 
 __all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
@@ -56,6 +59,12 @@ TEMPLATE_HALF_LIFE = 10
 USED_OVERLAP = 0.3
 HIT_RATE_MIN_INJECTED = 10
 SUMMARY_IMPORTANCE = {"local": 0.5, "global": 0.6}
+# A user turn's status in the session store: "pending" until its write step ran, "kept" or "dropped" after it;
+# RETRY once that step failed, PARKED when it failed WRITE_ATTEMPTS times: never tried again.
+WRITE_ATTEMPTS = 2
+RETRY, PARKED = "retry", "parked"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,8 @@ class TurnResult:
     answer: str | None = None  # None when no model is configured or the model failed
     answer_error: str | None = None
     writes: tuple[TurnWrite, ...] = ()
-    write_error: str | None = None  # the write step stopped here; the turn stays pending
+    write_error: str | None = None  # the write step stopped here; the turn stays pending, retried next turn
+    parked: tuple[str, ...] = ()  # why each earlier turn given up after WRITE_ATTEMPTS failed writes was
     summaries: tuple[MemoryRecord, ...] = ()
     notices: tuple[str, ...] = field(default_factory=tuple)
     hits: HitReport | None = None
@@ -168,7 +178,7 @@ class MemoryAgent:
                 self.sessions.add_turn(self.user_id, self.session_id, "assistant", answer, status="done")
             except LLMError as exc:
                 answer_error = str(exc)
-        writes, write_error, summaries, notices = self._write_pending(turn_id, answer)
+        writes, write_error, summaries, notices, parked = self._write_pending(turn_id, answer)
         hits_report = self._measure_hits(pack, answer) if answer is not None else None
         if hits_report is not None and hits_report.notice:
             notices.append(hits_report.notice)
@@ -182,6 +192,7 @@ class MemoryAgent:
             answer_error=answer_error,
             writes=tuple(writes),
             write_error=write_error,
+            parked=tuple(parked),
             summaries=tuple(summaries),
             notices=tuple(notices),
             hits=hits_report,
@@ -209,18 +220,41 @@ class MemoryAgent:
 
     # ------------------------------------------------------------------------------------------ writing
 
+    def _unwritten(self) -> list[StoredTurn]:
+        """The user turns whose write step is still to run, oldest first: the pending ones and the one (if any)
+        that failed once. The write step stops at its first failure, so that one is older than every pending
+        turn and no turn is finished between them: it is among the last ``len(pending) + 1`` user turns."""
+        pending = self.sessions.pending_turns(self.user_id, self.session_id)
+        recent = self.sessions.recent_turns(self.user_id, self.session_id, len(pending) + 1)
+        failed_once = [t for t in recent if t.role == "user" and t.status == RETRY]
+        return sorted([*failed_once, *pending], key=lambda t: t.id)
+
     def _write_pending(
         self, current_turn: int, answer: str | None
-    ) -> tuple[list[TurnWrite], str | None, list[MemoryRecord], list[str]]:
+    ) -> tuple[list[TurnWrite], str | None, list[MemoryRecord], list[str], list[str]]:
         writes: list[TurnWrite] = []
         summaries: list[MemoryRecord] = []
         notices: list[str] = []
-        for pending in self.sessions.pending_turns(self.user_id, self.session_id):
+        parked: list[str] = []
+        for pending in self._unwritten():
             reply = answer if pending.id == current_turn else self.sessions.reply_to(pending.id)
             try:
                 write = self._write_turn(pending.id, pending.content, reply)
-            except LLMError as exc:  # the turn stays pending: retried with the next message
-                return writes, str(exc), summaries, notices
+            except VecmemError as exc:  # the model failed, or the store refused a write: nothing half-done is lost
+                # One failure is retried with the next message; a second parks the turn, so a turn that cannot
+                # be written (a refusal that will not change) is not retried on every message for good. Either
+                # way the write step stops here, so a model that is down costs one failed call per message.
+                if pending.status != RETRY:
+                    self.sessions.set_status(pending.id, RETRY)
+                    return writes, str(exc), summaries, notices, parked
+                self.sessions.set_status(pending.id, PARKED)
+                excerpt = pending.content if len(pending.content) <= 60 else pending.content[:59] + "…"
+                line = (f"gave up writing memories from the message \"{excerpt}\" after {WRITE_ATTEMPTS} failed "
+                        f"attempts ({exc}); it stays in short-term memory but is not retried")
+                logger.warning("session %s: %s", self.session_id, line)
+                parked.append(line)
+                notices.append(line)
+                return writes, None, summaries, notices, parked
             writes.append(write)
             if write.decision.keep:
                 memory_ids = [w.record.id for w in write.written if w.record is not None]
@@ -231,7 +265,7 @@ class MemoryAgent:
                     notices.append(notice)
         if any(w.written for w in writes):
             self.decay_templates()
-        return writes, None, summaries, notices
+        return writes, None, summaries, notices, parked
 
     def _write_turn(self, turn_id: int, message: str, reply: str | None) -> TurnWrite:
         decision = self.gate.judge(message)
@@ -352,7 +386,8 @@ class MemoryAgent:
         for record, base in present.values():
             target = round(max(0.05, base * 0.5 ** (real / TEMPLATE_HALF_LIFE)), 3)
             if abs(record.importance - target) >= 0.005:
-                self.bank.update(record.id, user_id=self.user_id, importance=target)
+                # not an edit anyone made: no revision in the template's history for every step of the decay
+                self.bank.update(record.id, user_id=self.user_id, importance=target, keep_history=False)
 
     # ------------------------------------------------------------------------------------------ working memory
 

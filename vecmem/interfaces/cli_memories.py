@@ -28,9 +28,10 @@ def default_seed_file() -> Path:
 
 
 def _importance(text: str) -> float:
-    """'7' is read on the ten-point scale, '0.7' as it is (see MemoryRecord)."""
+    """A number; the bank applies the one importance rule (validation.normalize_importance: '1' and '1.0' are
+    1.0, '7' is 0.7) and refuses what is out of range, with the message every interface gives."""
     try:
-        return int(text) if text.strip().lstrip("+-").isdigit() else float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"importance must be a number, got {text!r}") from None
 
@@ -85,11 +86,13 @@ def seed(ctx: Context) -> int:
     "add", "store one memory",
     arg("content"),
     arg("--type", default="fact", choices=MEMORY_TYPES),
-    arg("--importance", type=_importance, default=0.5, help="0-1, or an integer 0-10 (7 = 0.7)"),
+    arg("--importance", type=_importance, default=0.5,
+        help="0-1 as it is, or above 1 up to 10 on the ten-point scale (1 = 1.0, 7 = 0.7)"),
     arg("--tag", action="append", default=[], dest="tags", help="repeatable"),
     arg("--session", help="scope the memory to this session (default: global)"),
     arg("--source", default="manual", choices=SOURCES),
-    arg("--confidence", type=float, default=1.0),
+    arg("--confidence", type=float, default=1.0,
+        help="0-1; an extracted memory below the review confidence waits in the review queue"),
     arg("--id", dest="memory_id", help="explicit id (default: derived from the content)"),
     _JSON,
 )
@@ -110,6 +113,10 @@ def add(ctx: Context) -> int:
         ctx.emit_json(record.to_dict())
     else:
         print(record.id, file=ctx.out)
+    if record.status == "pending":  # the id alone would suggest it is retrieved already
+        print(f"vecmem: {record.id} waits in the review queue (`vecmem review`, `vecmem approve {record.id}`): "
+              "an extracted memory below the review confidence, or one that reads like an instruction to the "
+              "assistant, is not retrieved until a person approves it", file=ctx.err)
     return EXIT_OK
 
 
@@ -186,7 +193,7 @@ def supersede(ctx: Context) -> int:
 
 
 @commands.command(
-    "history", "the supersession chain of a memory, oldest first",
+    "history", "the supersession chain of a memory, oldest first, with the earlier versions its edits kept",
     arg("memory_id", metavar="ID"),
     _JSON,
 )
@@ -195,8 +202,12 @@ def history(ctx: Context) -> int:
     if ctx.args.json:
         ctx.emit_json([record.to_dict() for record in chain])
         return EXIT_OK
+    from vecmem.maintenance.chains import revision_number
+
     for record in chain:
-        state = f"superseded by {record.superseded_by}" if record.superseded else "live"
+        # an edit keeps the id and its earlier text as a revision, dated when the edit replaced it
+        state = (f"earlier version of {record.superseded_by}, edited" if revision_number(record) is not None
+                 else f"superseded by {record.superseded_by}" if record.superseded else "live")
         print(f"{record.created_at:%Y-%m-%d %H:%M}  {record.id}  [{record.type}]  ({state})  {record.content}",
               file=ctx.out)
     return EXIT_OK

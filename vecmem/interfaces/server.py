@@ -160,7 +160,9 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
 
     @app.post("/memories", status_code=201, response_model=MemoryOut, responses=_WRITE)
     def add(memory: NewMemory, user: str | None = user) -> dict[str, Any]:
-        """Store a memory (or return the stored one when the same statement is added again)."""
+        """Store a memory (or return the stored one when the same statement is added again). With source
+        ``extracted`` it is screened as the chat's extraction is: below the review confidence it waits in the
+        review queue (status ``pending``), and a planted instruction is kept only as a fact the message said."""
         return bank.add(memory.content, user_id=user, memory_type=memory.type, importance=memory.importance,
                         tags=memory.tags, session_id=memory.session_id, source=memory.source,
                         confidence=memory.confidence, memory_id=memory.id, context=memory.context or "").to_dict()
@@ -182,7 +184,7 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
 
     @app.patch("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
     def update(memory_id: _MemoryId, changes: Changes, user: str | None = user) -> dict[str, Any]:
-        """Change fields of a memory."""
+        """Change fields of a memory; it keeps its id, and what it said before stays in its history."""
         return bank.update(memory_id, user_id=user, content=changes.content, memory_type=changes.type,
                            importance=changes.importance, tags=changes.tags, confidence=changes.confidence,
                            context=changes.context).to_dict()
@@ -194,7 +196,8 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
 
     @app.get("/memories/{memory_id}/history", response_model=list[MemoryOut], responses=_ONE)
     def history(memory_id: _MemoryId, user: str | None = user) -> list[dict[str, Any]]:
-        """Its supersession chain, oldest first (the current memory last)."""
+        """Its supersession chain, oldest first (the current memory last), with the earlier versions its edits
+        kept (ids ``<id>@v<n>``, each created when an edit replaced it)."""
         return [record.to_dict() for record in bank.history(memory_id, user_id=user)]
 
     @app.post("/memories/{memory_id}/supersede", response_model=MemoryOut, responses=_ONE)
@@ -204,7 +207,8 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
 
     @app.post("/memories/{memory_id}/restore", response_model=MemoryOut, responses=_ONE)
     def restore(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
-        """Undo a supersession: this memory is live again."""
+        """Undo a supersession: this memory is live again. For an earlier version kept by an edit, the memory
+        says it again (keeping its id) and is returned."""
         return bank.restore(memory_id, user_id=user).to_dict()
 
     @app.get("/review", response_model=list[MemoryOut], responses=_READ)

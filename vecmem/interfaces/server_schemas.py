@@ -61,8 +61,10 @@ def _identifier(description: str, *, nullable: bool = False, schema: dict[str, A
         description=description)
 
 
-_IMPORTANCE_SCHEMA: dict[str, list[Any]] = {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1},
-                                {"type": "integer", "minimum": 0, "maximum": 10}]}
+# validation.normalize_importance, the rule of every interface: [0, 1] as it is, above 1 up to 10 on the ten-point
+# scale (so 1 is 1.0 and 7 is 0.7, whether JSON writes them 1 or 1.0)
+_IMPORTANCE_SCHEMA: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 10}
+_IMPORTANCE_RULE = "a number in [0, 1] as it is, or above 1 up to 10 on the ten-point scale (7 is 0.7, 1 is 1.0)"
 _TAGS_SCHEMA = {"type": "array", "maxItems": MAX_TAGS,
                 "items": {"type": "string", "maxLength": MAX_TAG_CHARS, "pattern": TEXT_PATTERN}}
 _UNIT = {"type": "number", "minimum": 0, "maximum": 1}
@@ -73,13 +75,8 @@ def _whole(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _ten_point(value: Any) -> Any:
-    """3.0 is the integer 3 in JSON Schema, so on the ten-point scale (0.3); 0.0 and 1.0 stay in [0, 1]."""
-    return int(value) if isinstance(value, float) and value.is_integer() and 1 < value <= 10 else value
-
-
-Importance = Annotated[float | int, BeforeValidator(_ten_point), WithJsonSchema(_IMPORTANCE_SCHEMA), Field(
-    description="How much the memory matters: a number in [0, 1], or an integer 0-10 on the ten-point scale.")]
+Importance = Annotated[float | int, WithJsonSchema(_IMPORTANCE_SCHEMA), Field(
+    description=f"How much the memory matters: {_IMPORTANCE_RULE}.")]
 Tags = Annotated[list[str], WithJsonSchema(_TAGS_SCHEMA), Field(description="Labels, duplicates dropped.")]
 Confidence = Annotated[float, WithJsonSchema(_UNIT), Field(description="How sure the source is, in [0, 1].")]
 Context = Annotated[str | None, *_text("Text the memory should also be found by (keyword search only; never "
@@ -94,7 +91,8 @@ class _Body(BaseModel):
 
 
 class NewMemory(_Body):
-    """A memory to store. Adding the same statement again returns the stored memory unchanged."""
+    """A memory to store. Adding the same statement again returns the stored memory unchanged. With source
+    'extracted' (a model's text) it may be stored pending review, or defused when it plants an instruction."""
 
     content: Content
     type: MemoryType = Field("fact", description="What kind of memory it is.")
@@ -113,9 +111,8 @@ class Changes(_Body):
 
     content: Annotated[str | None, *_text("New text.", MAX_CONTENT_CHARS, nullable=True)] = None
     type: MemoryType | None = Field(None, description="New kind.")
-    importance: Annotated[float | int | None, BeforeValidator(_ten_point), WithJsonSchema(
-        {"anyOf": [*_IMPORTANCE_SCHEMA["anyOf"], {"type": "null"}]}), Field(
-        description="New importance: a number in [0, 1], or an integer 0-10.")] = None
+    importance: Annotated[float | int | None, WithJsonSchema({"anyOf": [_IMPORTANCE_SCHEMA, {"type": "null"}]}),
+                          Field(description=f"New importance: {_IMPORTANCE_RULE}.")] = None
     tags: Annotated[list[str] | None, WithJsonSchema({"anyOf": [_TAGS_SCHEMA, {"type": "null"}]}),
                     Field(description="New labels (replacing the old ones).")] = None
     confidence: Annotated[float | None, WithJsonSchema({"anyOf": [_UNIT, {"type": "null"}]}),

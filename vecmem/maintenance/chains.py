@@ -11,20 +11,30 @@ from places the newer one never reaches (a session's note replacing a global fac
 
 Links are read through ``Read`` (one user's memory by id, None when it is not stored), so a caller chooses
 where records come from: the store (``reader``) or records already in hand (the doctor's ``dict.get``).
+
+An edit keeps a memory's id and records what it said before as a *revision* (edits.py): a copy with the id
+``<id>@v<n>``, superseded by the memory it is a version of, created when the edit replaced it. So the history
+of a memory holds its earlier versions beside the memories it replaced, with the same links and tools; a
+revision is never retrieved, is forgotten with its memory, and restoring one reverts the memory to it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from vecmem.errors import ConflictError
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 from vecmem.storage.base import MemoryStore
+from vecmem.validation import MAX_IDENTIFIER_CHARS
 
-__all__ = ["Read", "cycles", "history", "reader", "replaced_first", "restoration", "seen_wherever", "successors",
-           "superseding", "unlinking"]
+__all__ = ["Read", "cycles", "history", "reader", "replaced_first", "restoration", "revision", "revision_id",
+           "revision_number", "seen_wherever", "successors", "superseding", "unlinking"]
 
 Read = Callable[[str], MemoryRecord | None]
+_REVISION = re.compile(r"@v([1-9][0-9]{0,8})")  # the suffix of a revision's id (ASCII digits only)
 
 
 def reader(store: MemoryStore, user_id: str) -> Read:
@@ -34,6 +44,36 @@ def reader(store: MemoryStore, user_id: str) -> Read:
         return store.get(user_id, [memory_id]).get(memory_id)
 
     return read
+
+
+def revision_id(memory_id: str, number: int) -> str:
+    """The id of the ``number``-th earlier version of ``memory_id``: ``<id>@v<number>`` (``@`` is in every new
+    id's alphabet, so routes can name it), or for an id too long to take the suffix a digest of it instead."""
+    suffix = f"@v{number}"
+    if len(memory_id) + len(suffix) <= MAX_IDENTIFIER_CHARS:
+        return memory_id + suffix
+    return "r-" + hashlib.sha256(memory_id.encode("utf-8", "surrogatepass")).hexdigest()[:20] + suffix
+
+
+def revision_number(record: MemoryRecord) -> int | None:
+    """Which earlier version of the memory that replaced it ``record`` is (1 the first), or None when it is not
+    a revision. Decided by the id and the link together, so an unrelated memory is never taken for one."""
+    if record.superseded_by is None:
+        return None
+    found = _REVISION.search(record.id)
+    if found is None or found.end() != len(record.id):
+        return None
+    number = int(found.group(1))
+    return number if revision_id(record.superseded_by, number) == record.id else None
+
+
+def revision(previous: MemoryRecord, number: int, edited_at: datetime) -> MemoryRecord:
+    """What ``previous`` said, kept as its ``number``-th revision by an edit at ``edited_at``: its created_at is
+    when the edit replaced it (when it stopped being current), it starts unused, and it is superseded by the
+    memory, so it is in the memory's history and never retrieved. Live, whatever status the memory had: a
+    pending memory's revision must not wait in the review queue beside it."""
+    return previous.with_changes(id=revision_id(previous.id, number), superseded_by=previous.id,
+                                 created_at=edited_at, last_accessed=None, access_count=0, status="live")
 
 
 def successors(record: MemoryRecord, read: Read) -> list[str]:
@@ -92,11 +132,12 @@ def unlinking(record: MemoryRecord, replaced: Sequence[MemoryRecord], read: Read
     """What forgetting ``record`` changes in the memories it replaced (``replaced``: those whose superseded_by
     is ``record``), so none is left pointing at a memory that no longer exists: each is now replaced by
     ``record``'s own successor when it has one that may replace it (stored, seen wherever it is, no cycle),
-    or is live again."""
+    or is live again. ``record``'s own revisions are left out: they are deleted with it (edits.forget), never
+    made live."""
     successor = read(record.superseded_by) if record.superseded_by else None
     changed: list[MemoryRecord] = []
     for old in replaced:
-        if old.id == record.id or old.superseded_by != record.id:
+        if old.id == record.id or old.superseded_by != record.id or revision_number(old) is not None:
             continue
         heir = successor
         if heir is not None and (heir.id == old.id or not seen_wherever(old, heir)
