@@ -33,7 +33,7 @@ class TestSupersessionOffline:
         coding = agent.turn("帮我写一个 sleep 函数")
         assert coding.intent == "coding" and coding.types == ("preference", "instruction")
         recalled = [hit.content for hit in coding.pack.memories]
-        assert "用户：以后都用 JavaScript" in recalled
+        assert "用户要求以后都用 JavaScript" in recalled
         assert not any("TypeScript" in text for text in recalled)
         assert "TypeScript" not in coding.pack.long_term
 
@@ -47,7 +47,7 @@ class TestSupersessionOffline:
         bank.restore(ts.id)
         assert not bank.get(ts.id).superseded and bank.get(js.id).superseded_by == ts.id
         recalled = [hit.content for hit in agent.turn("帮我写一个 sleep 函数").pack.memories]
-        assert "用户喜欢用 TypeScript" in recalled and "用户：以后都用 JavaScript" not in recalled
+        assert "用户喜欢用 TypeScript" in recalled and "用户要求以后都用 JavaScript" not in recalled
         with pytest.raises(ConflictError, match="not superseded"):
             bank.restore(ts.id)
 

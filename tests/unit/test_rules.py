@@ -4,6 +4,7 @@ import pytest
 
 from vecmem.agent import rules
 from vecmem.agent.gate import WriteGate
+from vecmem.agent.statements import statements
 
 FILLER = ["你好", "谢谢", "嗯嗯", "好的", "ok", "OK!", "thanks", "Thank you!", "lol", "好的谢谢", "ok thanks!",
           "嗯嗯，好的", "哈哈哈", "收到", "got it", "👍", "👍👍🎉", "。。。", "？？", "...", "!!!"]
@@ -11,7 +12,8 @@ FILLER = ["你好", "谢谢", "嗯嗯", "好的", "ok", "OK!", "thanks", "Thank 
 # (message, kept, type when kept) — offline, the lexicon judges what the rules let through
 GATE_TABLE = [
     ("我喜欢用 TypeScript", True, "preference"),
-    ("以后都用 JavaScript 吧", True, "preference"),
+    ("以后都用 JavaScript 吧", True, "instruction"),  # a standing directive to the assistant
+    ("我以后都用 JavaScript", True, "preference"),  # the user's own habit
     ("我不喜欢过长的解释", True, "preference"),
     ("请用中文回答我", True, "instruction"),
     ("以后回答不要用表情符号", True, "instruction"),
@@ -25,7 +27,8 @@ GATE_TABLE = [
     ("今天天气不错啊", False, None),
     ("I prefer tabs over spaces", True, "preference"),
     ("I don't like long explanations", True, "preference"),
-    ("Let's use pnpm from now on", True, "preference"),
+    ("Let's use pnpm from now on", True, "instruction"),
+    ("I switched to bun, no longer pnpm", True, "preference"),
     ("Always answer in English", True, "instruction"),
     ("Never put API keys in code examples", True, "instruction"),
     ("I'm a data scientist at Acme", True, "fact"),
@@ -69,7 +72,7 @@ def test_gate_table(message, kept, memory_type):
     ("sentence", "rewritten"),
     [
         ("我喜欢用 TypeScript", "用户喜欢用 TypeScript"),
-        ("以后都用 JavaScript 吧", "用户：以后都用 JavaScript"),
+        ("以后都用 JavaScript 吧", "用户要求以后都用 JavaScript"),
         ("记住，我对花生过敏", "用户对花生过敏"),
         ("我们团队用 Go", "用户的团队用 Go"),
         ("我们在重构检索接口", "用户和团队在重构检索接口"),
@@ -79,11 +82,11 @@ def test_gate_table(message, kept, memory_type):
         ("I usually work late at night", "The user usually works late at night."),
         ("My cat is called Miso", "The user's cat is called Miso."),
         ("Remember that my deadline is Friday", "The user's deadline is Friday."),
-        ("Never put keys in code", 'The user said: "Never put keys in code"'),
+        ("Never put keys in code", "The user wants the assistant to never put keys in code."),
     ],
 )
 def test_rewrite_in_third_person(sentence, rewritten):
-    assert rules.rewrite_first_person(sentence) == rewritten
+    assert [s.content for s in statements(sentence)] == [rewritten]
 
 
 def test_change_cues_and_topic_slots():
@@ -135,4 +138,5 @@ def test_text_units_count_chinese_characters_and_words():
 
 
 def test_keyword_tags():
-    assert rules.keyword_tags("用户以后都用 JavaScript 写 Node.js 服务") == ["programming language", "JavaScript", "Node.js"]
+    assert rules.keyword_tags("用户以后都用 JavaScript 写 Node.js 服务") == ["javascript", "node.js", "服务",
+                                                                       "programming language"]

@@ -1,25 +1,37 @@
-"""Supersession: a new memory that updates or contradicts an older one of the same type replaces it.
+"""Supersession: a new memory that updates or contradicts older ones replaces them, newer wins.
 
-The older memory is kept with ``superseded_by`` pointing at the newer one (history, `vecmem history`,
-`vecmem restore`), and retrieval never returns it again.
+The older memories are kept with ``superseded_by`` pointing at the newer one (history, `vecmem history`,
+`vecmem restore`), and retrieval never returns them again.
 
 * When a model extracted the candidate, its own decision (ADD / UPDATE alias / NONE alias) is applied.
-* Without a model the rules decide, among live memories of the same type that the session can see:
-  - NONE when one already says the same (same normalised text, or similarity >= 0.97);
-  - UPDATE (newer wins) when one is at least ``threshold`` similar (``VECMEM_SUPERSEDE_THRESHOLD``, 0.9);
-  - UPDATE when the new statement carries a change cue ("以后都用", "改用", "from now on", "switch to",
-    "no longer") and names a value of the same topic slot (language, editor, shell, ...) as an older one:
-    "以后都用 JavaScript 吧" replaces "我喜欢用 TypeScript". Embedding similarity alone cannot tell this
-    (with all-MiniLM-L6-v2 two unrelated Chinese preferences score 0.77, the TypeScript/JavaScript pair 0.53);
-  - ADD otherwise.
-  A memory scoped to a session only ever replaces memories of that same session, never a global one.
+* Without a model the rules decide, over the live memories the session can see:
+  - **NONE** when one of the same type already says the same (same normalised text, or similarity >= 0.97);
+  - **UPDATE by topic**, whatever the two types (a preference and an instruction about the same slot do
+    conflict), when the slot model of ``topics.py`` says the newer statement revises an older one: it has a
+    change cue and names a new value of the slot ("以后都用 JavaScript 吧" replaces "我喜欢用 TypeScript 写前端";
+    "switched to bun, no longer pnpm" replaces "From now on, use pnpm"), or the slot holds one value and the
+    value differs ("I moved to Shanghai" replaces "The user lives in Hangzhou"), or it negates what the older
+    one affirms -- provided it speaks of every slot the older one does (replacing "平时用 Neovim 写 Python" with
+    "switched to Cursor" would lose the Python). **Every** live memory of the slot that it revises is replaced,
+    not only the best-ranked one.
+    Memories that merely share a word, or name two values of a slot that holds several without a change
+    cue ("I like Python", "I like Rust"), are not revisions. Conclusions (and summaries) are never replaced
+    by topic: they record what was established at the time;
+  - **UPDATE by similarity** when one of the same type is at least ``threshold`` similar
+    (``VECMEM_SUPERSEDE_THRESHOLD``, 0.9) and the two do not name different values of a shared slot.
+    Embedding similarity alone cannot tell a revision (with all-MiniLM-L6-v2 two unrelated Chinese
+    preferences score 0.77, the TypeScript/JavaScript pair 0.53), hence the slot model;
+  - **ADD** otherwise.
+  Scope: a memory of a session only ever replaces memories of that same session, never a global one (a
+  session's "这次改用 JavaScript" must not hide the user's lasting preference elsewhere); a global memory may
+  replace a global one or one of the current session.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vecmem.agent import rules
+from vecmem.agent import topics
 from vecmem.agent.extract import Candidate
 from vecmem.bank import MemoryBank
 from vecmem.maintenance import chains
@@ -30,6 +42,7 @@ __all__ = ["Resolution", "ConflictResolver", "Written"]
 
 DUPLICATE_SIMILARITY = 0.97
 CANDIDATES = 20
+TOPIC_TYPES = ("fact", "preference", "instruction")  # what a statement about a slot can be
 
 
 @dataclass(frozen=True)
@@ -37,16 +50,33 @@ class Resolution:
     action: str  # "ADD", "UPDATE" or "NONE"
     target: MemoryRecord | None
     reason: str
+    others: tuple[MemoryRecord, ...] = ()  # further memories an UPDATE replaces (the rest of the slot)
 
 
 @dataclass(frozen=True)
 class Written:
-    """What became of one candidate: the stored memory (None for NONE), what it replaced, and why."""
+    """What became of one candidate: the stored memory (None for NONE), what it replaced, and why.
+    ``replaced`` is the first memory replaced; ``also_replaced`` the others (an update of a whole slot)."""
 
     action: str
     record: MemoryRecord | None
     replaced: MemoryRecord | None
     reason: str
+    also_replaced: tuple[MemoryRecord, ...] = ()
+
+
+def _visible_to_replace(candidate: Candidate, record: MemoryRecord, session_id: str | None) -> bool:
+    """Scope rule: a session's memory replaces only memories of its session; a global one, global ones and
+    those of the current session."""
+    if candidate.session_scoped:
+        return session_id is not None and record.scope == session_id
+    return record.scope in (GLOBAL_SCOPE, session_id)
+
+
+def _different_values(newer: str, older: str) -> bool:
+    """The two name different values of a slot they share: distinct statements, however similar."""
+    old = {(f.slot, f.holder): f.value for f in topics.facets(older)}
+    return any((f.slot, f.holder) in old and old[(f.slot, f.holder)] != f.value for f in topics.facets(newer))
 
 
 class ConflictResolver:
@@ -63,32 +93,42 @@ class ConflictResolver:
         return self._by_rules(candidate, user_id=user_id, session_id=session_id)
 
     def _by_rules(self, candidate: Candidate, *, user_id: str, session_id: str | None) -> Resolution:
-        hits = self.bank.search(
-            candidate.content,
-            CANDIDATES,
-            user_id=user_id,
-            session_id=session_id,
-            types=[candidate.memory_type],
-            record_access=False,
-        )
-        if candidate.session_scoped:
-            hits = [hit for hit in hits if hit.record.scope != GLOBAL_SCOPE]
+        hits = self.bank.search(candidate.content, CANDIDATES, user_id=user_id, session_id=session_id,
+                                types=[candidate.memory_type], record_access=False)
+        hits = [hit for hit in hits if _visible_to_replace(candidate, hit.record, session_id)]
         text = normalize_for_hash(candidate.content)
         for hit in hits:
             if normalize_for_hash(hit.content) == text or hit.similarity >= DUPLICATE_SIMILARITY:
                 return Resolution("NONE", hit.record, f"already remembered as {hit.id}")
+        revised = self._revised_by_topic(candidate, user_id=user_id, session_id=session_id)
+        if revised:
+            (first, reason), *rest = revised
+            also = f" (and {len(rest)} more of the slot)" if rest else ""
+            return Resolution("UPDATE", first, reason + also, tuple(record for record, _ in rest))
         for hit in hits:
-            if hit.similarity >= self.threshold:
+            if hit.similarity >= self.threshold and not _different_values(candidate.content, hit.content):
                 return Resolution(
                     "UPDATE", hit.record, f"same type, similarity {hit.similarity:.2f} >= {self.threshold:g}"
                 )
-        if rules.has_change_cue(candidate.content):
-            slots = rules.topic_slots(candidate.content)
-            for hit in hits:  # best-ranked first
-                shared = slots & rules.topic_slots(hit.content)
-                if shared:
-                    return Resolution("UPDATE", hit.record, f"revises the {sorted(shared)[0]} with a change cue")
         return Resolution("ADD", None, "new information")
+
+    def _revised_by_topic(
+        self, candidate: Candidate, *, user_id: str, session_id: str | None
+    ) -> list[tuple[MemoryRecord, str]]:
+        """Every live memory of the candidate's slots that it revises, newest first, with the reason."""
+        if candidate.memory_type not in TOPIC_TYPES or not topics.facets(candidate.content):
+            return []
+        # the user's own words may hold the cue the third-person content has smoothed away ("其实", "actually")
+        cue = topics.has_change_cue(candidate.content) or topics.has_change_cue(candidate.context)
+        live = self.bank.list_memories(user_id=user_id, session_id=session_id, types=TOPIC_TYPES)
+        found = []
+        for record in live:
+            if not _visible_to_replace(candidate, record, session_id):
+                continue
+            reason = topics.revises(candidate.content, record.content, change=cue)
+            if reason is not None:
+                found.append((record, f"revises {record.id}: {reason}"))
+        return found
 
     def apply(
         self, candidate: Candidate, resolution: Resolution, *, user_id: str, session_id: str | None
@@ -113,12 +153,20 @@ class ConflictResolver:
             return Written("ADD", record, None, resolution.reason + "; below the review confidence: pending")
         if record.superseded:  # the user says again what a newer memory had replaced: it is current again
             record = self.bank.restore(record.id, user_id=user_id)
-        replaced = resolution.target if resolution.action == "UPDATE" else None
-        if replaced is not None and replaced.id != record.id:
-            current = self.bank.get(replaced.id, user_id=user_id)
+        targets = [resolution.target, *resolution.others] if resolution.action == "UPDATE" else []
+        replaced: list[MemoryRecord] = []
+        reason = resolution.reason
+        for target in targets:
+            if target is None or target.id == record.id:
+                continue
+            current = self.bank.get(target.id, user_id=user_id)
+            if current.superseded:  # replaced meanwhile (a restore just now, another writer)
+                continue
             if not chains.seen_wherever(current, record):  # the bank would refuse it: keep both, finish the turn
-                return Written("ADD", record, None, f"{resolution.reason}; {current.id} is seen where the new "
-                               "memory is not, so it is kept")
-            if not current.superseded:
-                self.bank.supersede(replaced.id, record.id, user_id=user_id)
-        return Written(resolution.action, record, replaced, resolution.reason)
+                reason += f"; {current.id} is seen where the new memory is not, so it is kept"
+                continue
+            self.bank.supersede(current.id, record.id, user_id=user_id)
+            replaced.append(target)
+        if not replaced:
+            return Written("ADD" if resolution.action == "UPDATE" else resolution.action, record, None, reason)
+        return Written("UPDATE", record, replaced[0], reason, tuple(replaced[1:]))

@@ -8,8 +8,10 @@ preferences about the user, the session for the context of the task at hand ("�
   ([0], [1], ...; never raw ids), and answers JSON that must pass ``schemas.ExtractionReply``; each item
   carries its own decision (ADD / UPDATE alias / NONE alias), which this module maps back to memory ids.
   A reply that fails validation raises ``ExtractionError``.
-* Without: the rules of ``vecmem.rules`` take each sentence of the user's message that states something,
-  rewrite it in the third person ("我喜欢…" -> "用户喜欢…") and leave the decision to ``conflict.py``.
+* Without: ``statements.py`` takes each clause of the user's message that states something (never a question
+  or a one-off request), rewrites it whole in the third person ("我住在杭州" -> "用户住在杭州", "I work at
+  Alibaba Cloud" -> "The user works at Alibaba Cloud."), one memory per fact, tagged with the topic it names
+  (``topics.keyword_tags``: "typescript", "前端", "hangzhou"), and leaves the decision to ``conflict.py``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from dataclasses import dataclass, replace
 from vecmem.agent import rules
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, parse_json_object
+from vecmem.agent.person import third_person
 from vecmem.agent.schemas import ExtractionReply, validate_reply
+from vecmem.agent.statements import Statement, statements
 from vecmem.errors import ExtractionError, LLMError
 from vecmem.models import MemoryRecord
+from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS
 
 __all__ = ["Candidate", "Extractor", "rubric_importance", "LEXICON_CONFIDENCE"]
 
@@ -95,13 +100,11 @@ class Extractor:
 
     @staticmethod
     def _by_rules(message: str, decision: GateDecision) -> list[Candidate]:
-        found: list[Candidate] = []
-        for sentence in rules.split_sentences(message) or [message]:
-            memory_type = rules.classify(sentence).memory_type
-            if memory_type is not None:
-                found.append(_rule_candidate(sentence, memory_type))
-        if not found and decision.memory_type is not None:  # the whole message states it, no single sentence
-            found.append(_rule_candidate(message, decision.memory_type))
+        found = [_rule_candidate(statement) for statement in statements(message)]
+        if not found and decision.memory_type is not None:  # kept by a judge other than these rules
+            content = third_person(message, decision.memory_type)
+            found.append(_rule_candidate(Statement(content, decision.memory_type, rules.is_emphatic(message),
+                                                   rules.is_task_context(message), message, decision.reason)))
         return found
 
     # ------------------------------------------------------------------------------------------ model
@@ -160,14 +163,17 @@ def _defused(candidate: Candidate) -> Candidate:
                    target_id=None if candidate.action == "UPDATE" else candidate.target_id)
 
 
-def _rule_candidate(sentence: str, memory_type: str) -> Candidate:
-    content = rules.rewrite_first_person(sentence)
+def _rule_candidate(statement: Statement) -> Candidate:
+    importance = EMPHASIS_IMPORTANCE if statement.emphatic else rubric_importance("", statement.memory_type)
+    content = statement.content
+    if len(content) > MAX_CONTENT_CHARS:  # one endless clause: a memory is a statement, the bank refuses more
+        content = content[: MAX_CONTENT_CHARS - 1] + "…"
     return Candidate(
         content=content,
-        memory_type=memory_type,
-        importance=rubric_importance(sentence, memory_type),
-        tags=tuple(rules.keyword_tags(sentence)),
-        session_scoped=rules.is_task_context(sentence),
+        memory_type=statement.memory_type,
+        importance=importance,
+        tags=tuple(rules.keyword_tags(statement.content)),
+        session_scoped=statement.session_scoped,
         confidence=LEXICON_CONFIDENCE,
-        context=sentence if sentence != content else "",
+        context=statement.said[:MAX_CONTEXT_CHARS] if statement.said != content else "",
     )

@@ -1,9 +1,11 @@
 """The write gate: what is worth remembering at all.
 
-Stage 1, rules (always): fewer than ``min_chars`` characters, pure filler (你好, 谢谢, 嗯嗯, 好的, ok, thanks,
-lol, ...), or only punctuation and emoji: dropped. Stage 2, judgement of what passes: does it hold a fact,
-a preference, an instruction or a conclusion? The chat model decides when one is configured; otherwise the
-Chinese and English cue lexicons of ``vecmem.rules`` do. Every decision carries its stage and reason; the
+Stage 1, rules (always): pure filler (你好, 谢谢, 嗯嗯, 好的, ok, thanks, lol, ...), only punctuation and emoji,
+or fewer than ``min_chars`` characters without a statement holding information (length counts information:
+"我住在杭州" is five characters and kept, "我是猫" is not; ``rules.content_problem``): dropped. Stage 2,
+judgement of what passes: does it hold a fact, a preference, an instruction or a conclusion? The chat model
+decides when one is configured; otherwise the clauses that ``statements.py`` would extract do (questions and
+one-off requests are never kept), with the Chinese and English cue lexicons of ``vecmem.rules``. Every decision carries its stage and reason; the
 agent logs them so they can be inspected (``/log`` in the chat, ``vecmem decisions``).
 """
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from vecmem.agent import rules
 from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.agent.schemas import GateReply, validate_reply
+from vecmem.agent.statements import statements, why_not
 
 __all__ = ["GateDecision", "WriteGate"]
 
@@ -38,6 +41,10 @@ class GateDecision:
     memory_type: str | None = None
 
 
+def _states_something(text: str) -> bool:
+    return bool(statements(text))
+
+
 class WriteGate:
     def __init__(self, model: ChatModel | None = None, *, min_chars: int = 6) -> None:
         self.model = model
@@ -45,12 +52,15 @@ class WriteGate:
 
     def judge(self, text: str) -> GateDecision:
         """Rules first, then the model or the lexicons. Model failures raise LLMError/ExtractionError."""
-        problem = rules.content_problem(text, min_chars=self.min_chars)
+        problem = rules.content_problem(text, min_chars=self.min_chars, is_statement=_states_something)
         if problem is not None:
             return GateDecision(text, False, "rules", problem)
-        if self.model is None:
-            found = rules.classify(text)
-            return GateDecision(text, found.memory_type is not None, "lexicon", found.reason, found.memory_type)
+        if self.model is None:  # the clauses extraction would keep: the gate and extraction never disagree
+            found = statements(text)
+            if not found:
+                return GateDecision(text, False, "lexicon", why_not(text))
+            more = f" (+{len(found) - 1} more statement{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
+            return GateDecision(text, True, "lexicon", found[0].reason + more, found[0].memory_type)
         reply = self.model.complete(
             [{"role": "system", "content": GATE_PROMPT}, {"role": "user", "content": text}], max_tokens=200
         )

@@ -1,42 +1,61 @@
 """Deterministic language rules (Chinese and English) that make every memory feature work without a model.
 
-Used by the write gate (is this filler? what kind of statement is it?), extraction (type, importance, scope,
-tags, third-person rewrite), conflict handling (change cues and topic slots), type routing and proactive
-recall. Everything here is a pure function of the text, so it is tested with tables of real messages.
+Used by the write gate (is this filler? what kind of statement is it?), extraction (type, importance, scope),
+type routing and proactive recall. Everything here is a pure function of the text, so it is tested with tables
+of real messages. Splitting a message into clauses and rewriting them in the third person is ``statements.py``;
+topic slots, change cues and tags are ``topics.py`` (re-exported here).
 
-Classification of a statement, first match wins:
-1. a conclusion cue ("结论", "原来", "turns out", "the fix was") -> conclusion;
-2. an instruction cue aimed at how the assistant answers ("以后回答…", "请用中文", "please reply…") -> instruction;
-3. a preference cue, including a switch of tool or language ("我喜欢", "以后都用 X", "I prefer") -> preference;
-4. any other instruction cue ("不要…", "always…", "never…") -> instruction;
-5. a first-person fact cue ("我是", "我的", "I work", "my …") -> fact;
-6. nothing: not a memory. Questions without a first-person statement are not memories either.
+Classification of one clause, first match wins:
+1. a request to the assistant for a one-off task ("帮我写一个函数", "能不能推荐…", "write me a sleep function")
+   or a question ("what package manager should I use?", "用什么包管理器好") -> not a memory;
+2. a conclusion cue ("结论", "原来", "turns out", "the fix was") -> conclusion;
+3. an instruction cue aimed at how the assistant answers ("以后回答…", "请用中文", "please reply…") -> instruction;
+4. a standing directive without a first-person subject ("以后都用 pnpm", "from now on, use pnpm",
+   "let's use bun") -> instruction; with one ("我以后都用 pnpm") it is the user's own habit -> preference;
+5. a preference cue, including a switch of tool or language ("我喜欢", "改用 X", "I prefer") -> preference;
+6. any other instruction cue ("不要…", "always…", "never…") -> instruction;
+7. a first-person fact cue ("我是", "我的", "I work", "my …") -> fact;
+8. nothing: not a memory.
+A one-off request stays a request whatever it holds; with a standing cue ("以后写代码都加类型注解", "always
+explain with an example") it is an instruction.
+
+Length counts information, not characters (``information_units``: Chinese characters other than pronouns and
+particles, other words other than function words): a statement needs at least ``MIN_INFORMATION`` of them.
+"我住在杭州" (住, 杭, 州) is kept though it is under ``min_chars`` characters (``content_problem``); "我是猫" (猫),
+"我饿了" (饿), "I'm so excited" (excited) and "I'm doing well" (none) are not; 你好, 嗯嗯, ok, thanks and 好的
+are filler at any length.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from vecmem.text import has_cjk
+from vecmem.agent.topics import has_change_cue, keyword_tags, topic_slots
 
 __all__ = [
     "Classification",
+    "MIN_INFORMATION",
     "classify",
     "content_problem",
+    "information_units",
     "is_emphatic",
+    "is_filler",
+    "is_question",
+    "is_request",
     "is_task_context",
     "has_change_cue",
+    "has_first_person",
     "topic_slots",
     "query_intent",
     "points_to_past",
-    "rewrite_first_person",
-    "split_sentences",
     "keyword_tags",
     "text_units",
     "cut_to_units",
     "looks_like_injection",
+    "REMEMBER_PREFIX",
 ]
 
 
@@ -73,7 +92,7 @@ def _strip_symbols(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def _is_filler(text: str) -> bool:
+def is_filler(text: str) -> bool:
     """True when the text is made only of filler words ("好的谢谢", "ok thanks!", "嗯嗯 好")."""
     rest = _strip_symbols(text).casefold()
     while rest:
@@ -88,15 +107,43 @@ def _is_filler(text: str) -> bool:
     return True
 
 
-def content_problem(text: str, *, min_chars: int = 6) -> str | None:
-    """Why a message is not worth judging at all, or None. The first stage of the write gate."""
+MIN_INFORMATION = 2
+# what carries no information on its own: pronouns, particles, the copula, measure words
+_FUNCTION_CHARS = frozenset("我你您他她它们的地得了着过是在吧啊呀呢吗嘛啦哦嗯也都就很还个这那")
+_FUNCTION_WORDS = frozenset("""
+i i'm i've i'd i'll me my we we're us our you your it it's that that's this is am are was were be been being
+do does did doing have has had a an the to of in on at for with about and or but so too very really just also
+still now here there well good great fine ok okay yes yeah no not oh wow thanks thank pretty quite gonna going
+""".split())
+_UNIT = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff]+")
+
+
+_INFORMATION_UNIT = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[a-z0-9]+(?:'[a-z]+)?")
+
+
+def information_units(text: str) -> int:
+    """Content units: Chinese characters other than pronouns and particles, and other words not stop words."""
+    units = _INFORMATION_UNIT.findall(text.casefold().replace("’", "'"))
+    return sum(1 for unit in units if unit not in _FUNCTION_CHARS and unit not in _FUNCTION_WORDS)
+
+
+def content_problem(
+    text: str, *, min_chars: int = 6, is_statement: Callable[[str], bool] | None = None
+) -> str | None:
+    """Why a message is not worth judging at all, or None. The first stage of the write gate.
+    ``is_statement`` judges a short message (default: ``classify`` finds a type; the gate asks statements.py)."""
     stripped = text.strip()
     if not _strip_symbols(stripped):
         return "only punctuation or emoji"
-    if _is_filler(stripped):
+    if is_filler(stripped):
         return "pure filler (greeting, thanks or acknowledgement)"
     if len(stripped) < min_chars:
-        return f"shorter than {min_chars} characters"
+        # short is fine when it says something: "我住在杭州" is five characters and a fact worth keeping
+        states = is_statement(stripped) if is_statement is not None else classify(stripped).memory_type is not None
+        if not states:
+            return f"shorter than {min_chars} characters and no statement"
+        if information_units(stripped) < MIN_INFORMATION:
+            return f"shorter than {min_chars} characters and fewer than {MIN_INFORMATION} units of information"
     return None
 
 
@@ -108,10 +155,14 @@ _CONCLUSION = _any(
     r"\bconclusion\b", r"\bturns? out\b", r"\bit turned out\b", r"\bthe (?:real )?(?:fix|cause|root cause|problem|issue|culprit) (?:was|is)\b",
     r"\bwe decided\b", r"\bdecided to\b", r"\bwe concluded\b", r"\bthat (?:fixed|solved) it\b", r"\blesson learned\b",
 )
+# an instruction cue: a directive opening the clause, or one addressed to the assistant anywhere in it. "别" and
+# "总是" inside a statement ("特别开心", "它总是躲着") are not instructions.
 _INSTRUCTION = _any(
-    r"以后", r"今后", r"从现在(?:开始|起)", r"总是", r"每次", r"不要", r"别再?", r"请(?!问)", r"务必", r"一定要", r"必须",
-    r"\balways\b", r"\bnever\b", r"(?<!\bi )\bdon'?t\b", r"(?<!\bi )\bdo not\b", r"\bplease\b", r"\bfrom now on\b", r"\bmake sure\b",
-    r"\bmust\b", r"\bstop (?:using|saying|adding)\b", r"\bavoid\b",
+    r"^(?:你)?(?:以后|今后|从现在(?:开始|起)|往后|总是|每次|永远|始终|不要|别|千万别|请(?!问)|务必|一定要|必须|记得)",
+    r"(?:你|助手)(?:以后|今后)?(?:要|得|必须|一定要|务必|不要|别|总是|每次|永远|始终)",
+    r"^(?:please|always|never|don'?t|do not|from now on|make sure|stop (?:using|saying|adding)|avoid|must)\b",
+    r"\b(?:you|the assistant) (?:should|must|always|never|need to|have to)\b", r"\bplease\b", r"\bfrom now on\b",
+    r"\bi (?:want|need|would like|'d like) you to\b", r"我(?:希望|要|想让|需要)你",
 )
 _ANSWER_DIRECTED = _any(
     r"回答", r"回复", r"答复", r"解释", r"输出", r"给我", r"告诉我", r"你", r"用中文", r"用英文", r"表情", r"格式",
@@ -123,7 +174,7 @@ _PREFERENCE = _any(
     r"以后都用", r"以后用", r"改用", r"换成", r"换用", r"改成", r"不再用", r"不用\S+了", r"现在用",
     r"\bi (?:really |do |also |still |don'?t |do not |never )?(?:like|love|prefer|enjoy|hate|dislike|can'?t stand)\b",
     r"\bi'?d rather\b", r"\bmy (?:favou?rite|preferred)\b", r"\bprefer(?:s|red)?\b",
-    r"\blet'?s use\b", r"\bswitch(?:ed|ing)? (?:over )?to\b", r"\bi (?:now |mostly |usually )?use\b",
+    r"\blet'?s use\b", r"\bswitch(?:ed|ing)? (?:over )?(?:to|from)\b", r"\bi (?:now |mostly |usually )?use\b",
 )
 _FACT = _any(
     r"我是", r"我叫", r"我在", r"我的", r"我们的", r"我有", r"我住", r"我用", r"我们用", r"我正在", r"我学过", r"我会",
@@ -131,21 +182,48 @@ _FACT = _any(
     r"\bi am\b", r"\bi'm\b", r"\bmy\b", r"\bi (?:work|live|have|own|study|studied|learned|built|run|deploy|wrote|speak|know)\b",
     r"\bwe (?:use|run|deploy|have|build)\b", r"\bour\b", r"我们(?:正)?在",
     # any other first-person statement, except opinions about the conversation and questions in disguise
-    r"^我(?!觉得|想|问|猜|看看|试试)", r"^i\b(?! (?:think|guess|wonder|want|need help|see|mean)\b)",
+    r"^我(?!觉得|想|问|猜|看看|试试)",
+    r"^(?:actually,? |honestly,? )?(?:i|we)\b(?! (?:think|guess|wonder|want|need help|see|mean|should|could|can)\b)",
 )
 _FIRST_PERSON = _any(r"我", r"\bi\b", r"\bi'm\b", r"\bmy\b", r"\bwe\b", r"\bour\b")
+# a question asked about anything, the user included: "what package manager should I use?", "用什么包管理器好"
 _QUESTION = _any(
-    r"[?？]\s*$", r"^(?:what|why|how|when|where|who|which|can|could|would|should|is|are|do|does|did|will)\b",
-    r"吗[?？]?\s*$", r"什么", r"怎么", r"为什么", r"如何", r"哪个", r"能不能", r"可以.*吗", r"是不是",
+    r"[?？]\s*$",
+    r"^(?:(?:so|and|but|also|ok|okay|well|hey|hi|oh|then)[,\s]+)*(?:(?:what|why|how|when|where|who|whom|whose|which)"
+    r"\s+(?:do|does|did|is|are|am|was|were|can|could|should|would|will|shall|may|might|must|have|has|had)\b|"
+    r"(?:do|does|did|is|are|am|was|were|can|could|should|would|will|shall|may|might|have|has)\s+(?:i|you|we|they|he|"
+    r"she|it|there|this|that|these|those|my|your|the|a|an|any|anyone|someone|somebody)\b|(?:what|which|who|how)"
+    r"(?:'s|\s+about|\s+many|\s+much|\s+long|\s+often)\b)",
+    r"吗\s*[。.!！~～]*$", r"能不能", r"可不可以", r"要不要", r"是不是", r"有没有", r"会不会", r"行不行", r"好不好", r"用不用",
+    r"该不该", r"对不对", r"(?:应该|该|要|可以|能|会|用|选|推荐)\S{0,6}(?:什么|哪|怎么|如何|多少)", r"^(?:什么|怎么|为什么|如何|哪|谁)",
 )
-# A question that asks about the user is still a question: it opens with a question word (or, in Chinese,
-# holds one) and ends with a question mark. "I like tea, you know?" opens with neither and is kept.
-_ASKED = _any(
-    r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|would|should|is|are|am|do|does|did|will|have|has)\b"
-    r".*[?？]\s*$",
-    r"(?:什么|怎么|为什么|如何|哪|谁|多少|几|吗|呢).*[?？]\s*$",
+# "you know?", "对吧？": a tag that softens a statement, not a question of its own
+_TAG_QUESTION = _any(r"^(?:you know|right|ok(?:ay)?|isn'?t it|don'?t you think|eh|huh|对吧|是吧|对不对|好吗|行吗|可以吗|"
+                     r"好不好|你知道吗|知道吧)\s*[?？!！.。]*\s*$")
+# a one-off task for the assistant: not a memory, unless a standing cue (_HABIT) makes it an instruction
+_REQUEST = _any(
+    r"^(?:请|麻烦|劳驾|能不能|可不可以|能否|可以|能)?(?:你)?(?:帮我|帮忙|帮|给我|替我|为我|跟我)?"
+    r"(?:写|推荐|解释|翻译|生成|查|找|搜|看看|看一下|分析|检查|总结|介绍|讲讲|讲一下|说说|列出|列一下|改(?!用|成|为)|修改|优化|"
+    r"实现|设计|算(?!了)|画|整理|对比|比较|评估|演示|举个例子)",
+    r"^(?:(?:please|pls|hey|so|ok|okay|now)[,\s]+)*(?:(?:can|could|would|will)\s+you\b|(?:write|give|show|tell|explain|"
+    r"recommend|suggest|help|find|fix|generate|create|make|translate|summari[sz]e|list|check|review|describe|draft|"
+    r"compose|implement|refactor|debug|build|design|compare|convert|rewrite|calculate|look up|search)\b|"
+    r"i(?:'d| would)? (?:like|want|need) you to\b|i need (?:help|a hand|some help)\b|help me\b|let me know\b|"
+    r"i(?:'d| would) like (?:a|an|some|to know|to see)\b|i want (?:a|an|to know|to see)\b)",
 )
-_REQUEST = _any(r"^帮我", r"^请帮", r"^给我写", r"^写一个", r"^(?:can|could) you\b", r"^write\b", r"^help me\b", r"^show me\b")
+# "用 Python 写一个爬虫": something to make, asked without a subject ("我在写一个爬虫" is a statement)
+_MAKE_ONE = _any(r"(?:写|来|做|生成|搞|弄)(?:一个|个|一段|段|一份|份|一下)")
+_HABIT = _any(
+    r"以后", r"今后", r"从现在(?:开始|起)", r"往后", r"每次", r"总是", r"一直", r"始终", r"永远", r"时候", r"时[，,]?(?:都|要|请|用|先)",
+    r"一律", r"都要", r"都用", r"默认", r"统一",
+    r"\balways\b", r"\bnever\b", r"\bfrom now on\b", r"\bwhenever\b", r"\bevery time\b", r"\beach time\b",
+    r"\bby default\b", r"\bin (?:the )?future\b", r"\bgoing forward\b", r"\bfrom here on\b",
+)
+_HEDGE = _any(r"\bi'?m not (?:sure|certain)\b", r"\bi am not (?:sure|certain)\b", r"\bi (?:don'?t|do not) know\b",
+              r"\bi dunno\b", r"\bi have no idea\b", r"^(?:我)?(?:也|还)?不(?:太)?(?:知道|确定|清楚)", r"^我(?:也|还)?没想好")
+# a standing directive: a forward cue with no first-person subject ("以后都用 pnpm", "from now on, use pnpm")
+_DIRECTIVE = _any(r"^(?:你)?(?:以后|今后|从现在(?:开始|起)|往后)", r"^(?:(?:ok|okay|so)[,\s]+)?(?:from now on|going forward|"
+                  r"in (?:the )?future|from here on)\b", r"^let'?s\b", r"\bfrom now on\s*[.!]?$")
 _REMEMBER = _any(r"记住", r"记一下", r"别忘", r"\bremember\b", r"\bnote that\b", r"\bkeep in mind\b")
 _EMPHASIS = _any(
     r"一定", r"务必", r"必须", r"千万", r"永远", r"记住", r"切记", r"重要", r"绝对", r"始终", r"！{2,}", r"!{2,}",
@@ -156,41 +234,6 @@ _TASK_CONTEXT = _any(
     r"\bthis session\b", r"\bthis time\b", r"\bfor now\b", r"\bfor this task\b", r"\bright now\b", r"\btoday\b",
     r"\bcurrently\b", r"\btemporarily\b", r"\bin this (?:task|chat|conversation)\b",
 )
-_CHANGE = _any(
-    r"以后", r"今后", r"从现在(?:开始|起)", r"改用", r"换成", r"换用", r"改成", r"不再", r"不用\S*了", r"现在用", r"现在改",
-    r"其实", r"更正", r"改为",
-    r"\bfrom now on\b", r"\bswitch(?:ed|ing)? (?:over )?to\b", r"\binstead\b", r"\bno longer\b", r"\banymore\b",
-    r"\bnow (?:i |we )?(?:use|prefer)\b", r"\bactually\b", r"\bchanged? to\b", r"\bmov(?:ed|ing) to\b", r"\blet'?s use\b",
-)
-
-# Topic slots: two statements naming values of the same slot talk about the same thing.
-SLOTS: dict[str, tuple[str, ...]] = {
-    "programming language": (
-        "python", "typescript", "javascript", "java", "golang", "go语言", "rust", "c++", "c#", "kotlin", "swift", "ruby",
-        "php", "scala", "dart", "elixir", "haskell", "lua", "julia", "r语言",
-    ),
-    "editor": ("vs code", "vscode", "neovim", "nvim", "vim", "emacs", "intellij", "pycharm", "webstorm", "sublime",
-               "cursor", "zed", "xcode", "android studio"),
-    "operating system": ("macos", "mac", "windows", "linux", "ubuntu", "debian", "fedora", "arch linux", "wsl"),
-    "shell": ("zsh", "bash", "fish", "powershell", "nushell"),
-    "package manager": ("npm", "pnpm", "yarn", "bun", "pip", "poetry", "uv", "conda", "cargo", "homebrew", "brew"),
-    "indentation": ("tabs", "spaces", "tab", "制表符", "空格", "2 spaces", "4 spaces", "两个空格", "四个空格"),
-    "reply language": ("中文", "英文", "chinese", "english", "日语", "japanese"),
-    "answer length": ("简洁", "简短", "详细", "啰嗦", "concise", "brief", "short answers", "detailed", "verbose", "long answers"),
-    "test framework": ("jest", "vitest", "pytest", "mocha", "unittest", "junit"),
-    "database": ("postgres", "postgresql", "mysql", "sqlite", "mongodb", "redis", "oracle"),
-    "framework": ("react", "vue", "angular", "svelte", "django", "flask", "fastapi", "express", "next.js", "nextjs",
-                  "spring", "rails", "nestjs"),
-    "cloud": ("aws", "gcp", "azure", "阿里云", "腾讯云", "华为云", "vercel", "heroku"),
-}
-_SLOT_PATTERNS = {
-    slot: re.compile("|".join(
-        rf"(?<![a-z0-9]){re.escape(value)}(?![a-z0-9+#])" if value[0].isascii() else re.escape(value)
-        for value in values
-    ), re.IGNORECASE)
-    for slot, values in SLOTS.items()
-}
-
 _CODING = _any(
     r"代码", r"函数", r"写一个", r"写个", r"实现", r"报错", r"脚本", r"编程", r"调试", r"重构", r"接口", r"正则", r"算法",
     r"编译", r"单元测试", r"bug", r"sql",
@@ -220,18 +263,39 @@ class Classification:
     reason: str
 
 
+def has_first_person(text: str) -> bool:
+    return bool(_FIRST_PERSON.search(text))
+
+
+def is_question(clause: str) -> bool:
+    """A question, about the user or not; a softening tag alone ("you know?") is one too, and is dropped."""
+    stripped = clause.strip()
+    return bool(_QUESTION.search(stripped) or _TAG_QUESTION.search(stripped))
+
+
+def is_request(clause: str) -> bool:
+    """A one-off task for the assistant ("帮我写一个函数", "write me a sleep function"), not a standing one."""
+    stripped = REMEMBER_PREFIX.sub("", clause.strip())
+    asked = _REQUEST.search(stripped) or (_MAKE_ONE.search(stripped) and not _FIRST_PERSON.search(stripped))
+    return bool(asked) and not _HABIT.search(stripped) and not _REMEMBER.search(clause)
+
+
 def classify(text: str) -> Classification:
-    """Does the text hold a fact, a preference, an instruction or a conclusion? (see the module docstring)"""
-    stripped = _REMEMBER_PREFIX.sub("", text.strip()) or text.strip()
-    if _REQUEST.search(stripped) and not _REMEMBER.search(text):
+    """Does the clause hold a fact, a preference, an instruction or a conclusion? (see the module docstring)"""
+    stripped = REMEMBER_PREFIX.sub("", text.strip()) or text.strip()
+    if is_request(stripped):
         return Classification(None, "a request to the assistant, not a statement to remember")
-    if _QUESTION.search(stripped) and (not _FIRST_PERSON.search(stripped) or _ASKED.search(stripped)):
+    if is_question(stripped):
         return Classification(None, "a question, not a statement to remember")
+    if _HEDGE.search(stripped):
+        return Classification(None, "uncertainty, not a statement to remember")
     if match := _CONCLUSION.search(stripped):
         return Classification("conclusion", f"conclusion cue '{match.group(0)}'")
     instruction = _INSTRUCTION.search(stripped)
     if instruction and _ANSWER_DIRECTED.search(stripped):
         return Classification("instruction", f"instruction to the assistant '{instruction.group(0)}'")
+    if (directive := _DIRECTIVE.search(stripped)) and not _FIRST_PERSON.search(stripped):
+        return Classification("instruction", f"standing directive '{directive.group(0).strip()}'")
     if match := _PREFERENCE.search(stripped):
         return Classification("preference", f"preference cue '{match.group(0)}'")
     if instruction:
@@ -268,16 +332,6 @@ def is_task_context(text: str) -> bool:
     return bool(_TASK_CONTEXT.search(text))
 
 
-def has_change_cue(text: str) -> bool:
-    """The statement revises an earlier one ("以后都用", "改用", "from now on", "switch to", "no longer")."""
-    return bool(_CHANGE.search(text))
-
-
-def topic_slots(text: str) -> frozenset[str]:
-    """Which topic slots (programming language, editor, shell, ...) the text names a value of."""
-    return frozenset(slot for slot, pattern in _SLOT_PATTERNS.items() if pattern.search(text))
-
-
 def query_intent(text: str) -> str:
     """'coding', 'small_talk' or 'general' (used to route retrieval to memory types)."""
     if _CODING.search(text):
@@ -292,96 +346,13 @@ def points_to_past(text: str) -> bool:
     return bool(_PAST.search(text))
 
 
-# ---------------------------------------------------------------------------------------------- rewriting
-
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])\s*|(?<=[.])\s+|\n+")
-_TRAILING_PARTICLES = re.compile(r"[吧啊呀哦呢嘛啦]+[。！!.~～]*$")
-_ADVERBS = {"usually", "always", "never", "really", "also", "still", "now", "mostly", "often", "sometimes", "just"}
-_THIRD_PERSON = {
-    "am": "is", "have": "has", "do": "does", "don't": "doesn't", "can't": "can't", "cannot": "cannot",
-    "prefer": "prefers", "like": "likes", "love": "loves", "hate": "hates", "dislike": "dislikes", "enjoy": "enjoys",
-    "use": "uses", "want": "wants", "work": "works", "live": "lives", "need": "needs", "speak": "speaks",
-    "know": "knows", "study": "studies", "run": "runs", "deploy": "deploys", "own": "owns", "write": "writes",
-    "build": "builds", "learned": "learned", "studied": "studied", "built": "built", "wrote": "wrote",
-    "switched": "switched", "moved": "moved", "started": "started", "stopped": "stopped", "was": "was",
-}
-_CONTRACTIONS = {"i'm": ["i", "am"], "i've": ["i", "have"], "i'd": ["i", "would"]}
-
-
-def _rewrite_english(text: str) -> str:
-    words = text.rstrip(".!").split()
-    first = words[0].lower() if words else ""
-    if first in _CONTRACTIONS:
-        words = [*_CONTRACTIONS[first][:1], _CONTRACTIONS[first][1], *words[1:]]
-        first = "i"
-    if first == "my":
-        return "The user's " + " ".join(words[1:]) + "."
-    if first != "i":
-        return f'The user said: "{text}"'
-    rest = words[1:]
-    adverbs = []
-    while rest and rest[0].lower() in _ADVERBS:
-        adverbs.append(rest.pop(0))
-    if not rest or (rest[0].lower() not in _THIRD_PERSON and rest[0].lower() != "would"):
-        return f'The user said: "{text}"'
-    verb = "would" if rest[0].lower() == "would" else _THIRD_PERSON[rest[0].lower()]
-    sentence = " ".join(["The user", *adverbs, verb, *rest[1:]])
-    sentence = re.sub(r"\bmy\b", "the user's", sentence, flags=re.IGNORECASE)
-    return re.sub(r"\bme\b", "the user", sentence, flags=re.IGNORECASE) + "."
-
-
-def split_sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
-
-
-_REMEMBER_PREFIX = re.compile(
+REMEMBER_PREFIX = re.compile(
     r"^(?:请)?(?:记住|记一下|别忘了|注意)[，,：:\s]*|^(?:please )?(?:remember|note|keep in mind)(?: that)?[,:]?\s+",
     re.IGNORECASE,
 )
 
 
-def rewrite_first_person(sentence: str) -> str:
-    """A statement about the user in the third person, so memories read alike whoever said them.
-
-    "我喜欢用 TypeScript" -> "用户喜欢用 TypeScript"; "以后都用 JavaScript 吧" -> "用户：以后都用 JavaScript";
-    "I prefer tabs" -> "The user prefers tabs"; what the rules cannot rewrite is quoted: 'The user said: "..."'.
-    """
-    text = _REMEMBER_PREFIX.sub("", sentence.strip()) or sentence.strip()
-    if not has_cjk(text):
-        return _rewrite_english(text)
-    text = _TRAILING_PARTICLES.sub("", text.rstrip("。！？；!?; ")).rstrip("，, ")
-    if text.startswith(("我们团队", "我们公司", "我们项目", "我们组")):
-        return "用户的" + text[2:]
-    if text.startswith("我们"):
-        return "用户和团队" + text[2:]
-    if text.startswith("我"):
-        return "用户" + text[1:].replace("我的", "用户的")
-    return "用户：" + text
-
-
-_LATIN_TERM = re.compile(r"[A-Za-z][A-Za-z0-9+#.\-]*[A-Za-z0-9+#]|[A-Za-z]{2,}")
-_STOPWORDS = {
-    "the", "and", "for", "with", "that", "this", "from", "use", "using", "user", "users", "said", "like", "likes",
-    "prefer", "prefers", "always", "never", "please", "don't", "not", "now", "all", "are", "was", "is", "you", "your",
-    "have", "has", "will", "would", "should", "when", "what", "our", "their", "them", "they", "let's", "lets",
-}
-
-
-def keyword_tags(text: str, *, limit: int = 4) -> list[str]:
-    """Tags for an extracted memory: its topic slots, then the technical terms it names."""
-    tags = sorted(topic_slots(text))
-    for term in _LATIN_TERM.findall(text):
-        if term.lower() not in _STOPWORDS and len(term) >= 2 and term not in tags and (
-            term[0].isupper() or any(ch in term for ch in "+#.") or term.isupper()
-        ):
-            tags.append(term)
-    return tags[:limit]
-
-
 # ---------------------------------------------------------------------------------------------- length
-
-_UNIT = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff]+")
-
 
 def text_units(text: str) -> int:
     """Length for summaries: each Chinese character counts one, each other word counts one."""
