@@ -6,6 +6,7 @@ importance, and handed to the model inside a token budget. Start with ``MemoryBa
 
 from vecmem.agent.conflict import Written
 from vecmem.agent.gate import GateDecision
+from vecmem.agent.learn import Learner
 from vecmem.agent.llm import ChatModel, OpenAIChatModel
 from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
 from vecmem.bank import MemoryBank, content_id
@@ -26,6 +27,7 @@ from vecmem.errors import (
 )
 from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
+from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
 from vecmem.models import (
     MEMORY_TYPES,
     SOURCES,
@@ -53,6 +55,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "AddMessagesResult",
+    "SkippedMessage",
+    "MessageLearner",
+    "Learner",
     "MemoryAgent",
     "TurnResult",
     "TurnWrite",

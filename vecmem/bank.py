@@ -7,22 +7,25 @@
 
 Every part can be replaced through the constructor (an embedder, a token counter, a clock, the store itself),
 which is how the tests run without the real model. The bank validates arguments, holds the write lock and wires
-the parts; what each operation does lives in vecmem/maintenance/ (the write path, the supersession graph, import
-and export, the forgetting policy, review statuses, stats, the doctor), written against ``MemoryStore``.
+the parts; what each operation does lives in vecmem/maintenance/ (opening the store, the write path, the
+supersession graph, import and export, erasure, the forgetting policy, review statuses, stats, the doctor),
+written against ``MemoryStore``. ``add_messages`` runs the memory agent's write side, which the agent layer
+registers (maintenance/learning.py: the agent is a layer above and cannot be imported here).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
 
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
-from vecmem.maintenance import chains, edits, hygiene, intake, review, transfer
+from vecmem.maintenance import chains, edits, erase, hygiene, intake, learning, opening, review, transfer
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
+from vecmem.maintenance.learning import AddMessagesResult, MessageLearner
 from vecmem.maintenance.stats import store_stats
 from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
@@ -34,8 +37,6 @@ from vecmem.retrieval.tokenize import warm_up as warm_tokenizer
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.lock import StoreLock
 from vecmem.validation import (
     check_query,
     check_type_names,
@@ -60,9 +61,12 @@ class MemoryBank:
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  token_counter: TokenCounter | None = None, clock: Callable[[], datetime] | None = None,
-                 verify_model: bool = True, store: MemoryStore | None = None) -> None:
+                 verify_model: bool = True, store: MemoryStore | None = None,
+                 learner: MessageLearner | None = None) -> None:
         """``store``: a store the caller opened (the in-memory one of the tests, say), used as is and closed by
-        ``close``; without one the bank opens Chroma, on ``VECMEM_CHROMA_URL`` or embedded in ``VECMEM_HOME``."""
+        ``close``; without one the bank opens Chroma, on ``VECMEM_CHROMA_URL`` or embedded in ``VECMEM_HOME``.
+        ``learner``: what ``add_messages`` runs (default: the memory agent's, learning.py says why)."""
+        self._learner = learner
         self.settings = settings if settings is not None else Settings.from_env()
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
             self.settings.embed_model, device=self.settings.embed_device, batch_size=self.settings.embed_batch_size,
@@ -70,12 +74,12 @@ class MemoryBank:
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
-        self._changes: ChangeFeed | None = None
-        self._store_lock: StoreLock | None = None
         # Each part is registered to be released as soon as it is taken: a failure half-way (a model mismatch,
         # an unreadable access.sqlite3) releases what was taken, newest first, and leaves the lock free.
         with ExitStack() as acquired:
-            self._store = self._open_store(store, acquired)
+            self._store = store if store is not None else opening.open_store(self.settings, self.embedder.name,
+                                                                             acquired)
+            self._changes: ChangeFeed | None = self._store.changes
             if verify_model:
                 self._store.check_model()
             self._access = AccessStats(self.settings.home / "access.sqlite3")
@@ -85,26 +89,7 @@ class MemoryBank:
             self._writes = WritePath(self._store, self._retriever, self._access, self.embedder.embed_documents)
             self._release = acquired.pop_all()  # close() releases the same parts in the same order
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
-            self._release = _closing_last(self._release, store)
-
-    def _open_store(self, given: MemoryStore | None, acquired: ExitStack) -> MemoryStore:
-        """The store to use, each part opened here registered on ``acquired`` (a given store is not)."""
-        if given is not None:
-            self._changes = given.changes
-            return given
-        if self.settings.chroma_url:
-            opened = ChromaStore(model_name=self.embedder.name, url=self.settings.chroma_url,
-                                 database=self.settings.chroma_database, dedicated_at=self.settings.dedicated_at)
-        else:
-            self._store_lock = StoreLock(self.settings.home)  # one process per embedded store (lock.py)
-            acquired.callback(self._store_lock.release)
-            # the banks of this process announce their writes, so each other's copies stay exact
-            self._changes = ChangeFeed(self.settings.home / "changes.sqlite3")
-            acquired.callback(self._changes.close)
-            opened = ChromaStore(model_name=self.embedder.name, path=self.settings.home / "chroma",
-                                 changes=self._changes, dedicated_at=self.settings.dedicated_at)
-        acquired.callback(opened.close)
-        return opened
+            self._release = opening.closing_last(self._release, store)
 
     @property
     def location(self) -> str:
@@ -122,13 +107,11 @@ class MemoryBank:
             context: str = "", status: str = "live") -> MemoryRecord:
         """Store one memory and return it. ``context`` is text the memory should also be found by (keyword
         search only; never shown to the model), such as the conversation turns around it. ``status="pending"``
-        puts it in the review queue instead of retrieval (hygiene.py).
-
-        The same statement (user, scope, normalised text) added again returns the stored memory unchanged,
-        superseded or not, even once an edit holds its derived id (intake.unused_id); ``memory_id`` reused for
-        other content is refused, as is one outside ``validation.NEW_ID_RULE``. A model's text
-        (``source="extracted"``, any path) is screened: planted instructions and doubtful memories (intake.py).
-        """
+        puts it in the review queue instead of retrieval (hygiene.py). The same statement (user, scope, normalised
+        text) added again returns the stored memory unchanged, superseded or not, even once an edit holds its
+        derived id (intake.unused_id); ``memory_id`` reused for other content is refused, as is one outside
+        ``validation.NEW_ID_RULE``. A model's text (``source="extracted"``, any path) is screened: planted
+        instructions and doubtful memories (intake.py)."""
         user, scope = self._user(user_id), self._scope(session_id)
         record = intake.screened(MemoryRecord(
             id=validate_new_id(memory_id) if memory_id is not None
@@ -145,6 +128,18 @@ class MemoryBank:
                 return stored
             self._apply_caps([user])
         return record
+
+    def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = None,
+                     session_id: str | None = None) -> AddMessagesResult:
+        """Learn from chat messages (dicts with ``role`` and ``content``, ``Turn``s, or one string: a user message)
+        as the chat's agent learns from a turn: each user message through the write gate, extraction and
+        supersession, assistant messages as context only; rules, or the configured model (agent/learn.py,
+        learning.py). Returns what was written, replaced and skipped."""
+        turns = learning.chat_messages(messages)
+        user, session = self._user(user_id), None if session_id is None else validate_session_id(session_id)
+        if self._learner is None:
+            self._learner = learning.default_learner()
+        return self._learner.learn(self, turns, user_id=user, session_id=session)
 
     def add_records(self, records: Iterable[MemoryRecord], *, overwrite: bool = False,
                     progress: Callable[[int], None] | None = None) -> ImportReport:
@@ -202,6 +197,14 @@ class MemoryBank:
             edits.forget(self._writes, record := self._get(memory_id, user_id=user_id))
         return record
 
+    def forget_all(self, user_id: str, *, session_id: str | None = None) -> int:
+        """Delete every memory of ``user_id`` (named: never the configured user by default), or of its session
+        ``session_id``, in any state, with revisions, access statistics and copies (erase.py); returns how many."""
+        user = validate_identifier("user_id", user_id)
+        session = None if session_id is None else self._scope(session_id)
+        with self._lock:
+            return erase.erase(self._writes, user, session)
+
     # ------------------------------------------------------------------------------------------ reading
 
     def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
@@ -233,13 +236,10 @@ class MemoryBank:
 
     def search(self, query: str, k: int = 5, *, user_id: str | None = None, session_id: str | None = None,
                types: Iterable[str] | None = None, record_access: bool = True) -> list[Hit]:
-        """The ``k`` best memories for ``query`` that this user and session may see, best first.
-
-        Only global memories and those of ``session_id`` are candidates; superseded memories never are.
-        An empty query returns the most important memories. Returned memories get their access count and
-        last-accessed time updated (``record_access=False`` to look without touching); the hits show the
-        memory as it was ranked.
-        """
+        """The ``k`` best memories for ``query`` that this user and session may see, best first: global ones and
+        those of ``session_id``, never superseded ones; for an empty query the most important. Returned memories
+        get their access count and last-accessed time updated (``record_access=False`` to look without touching);
+        the hits show the memory as it was ranked."""
         check_query(query, max_chars=MAX_QUERY_CHARS)
         require_positive_int("k", k)
         user, memory_filter = self._user(user_id), MemoryFilter(session_id=session_id, types=check_type_names(types))
@@ -278,12 +278,10 @@ class MemoryBank:
                       system_prompt: str = DEFAULT_SYSTEM_PROMPT, short_term: Sequence[Turn] = (),
                       working_memory: str = "", hits: Sequence[Hit] | None = None) -> PromptPack:
         """Messages for the model: system prompt, the memories that fit the long-term share, the current task
-        (``working_memory``, verbatim) and recent turns, then the query.
-
-        Up to ``k`` memories are retrieved (or ``hits``, already retrieved and ranked, are used as given); the
-        lowest-ranked are dropped until the long-term section fits its share of ``context_tokens`` (default
-        ``Settings.context_tokens``). Only memories that made it into the prompt count as accessed.
-        """
+        (``working_memory``, verbatim) and recent turns, then the query. Up to ``k`` memories are retrieved (or
+        ``hits``, already ranked, are used as given); the lowest-ranked are dropped until the long-term section
+        fits its share of ``context_tokens`` (default ``Settings.context_tokens``). Only memories that made it
+        into the prompt count as accessed."""
         window = require_positive_int("context_tokens", self.settings.context_tokens if context_tokens is None
                                       else context_tokens)
         if hits is None:
@@ -314,11 +312,9 @@ class MemoryBank:
     def import_jsonl(self, lines: Iterable[str], *, user_id: str | None = None, overwrite: bool = False,
                      progress: Callable[[int], None] | None = None) -> ImportReport:
         """Import JSON Lines (the `vecmem export` format). Bad lines are reported by number; good ones imported.
-
-        A line without ``user_id`` goes to ``user_id`` (default user when None); ``user_id`` given here
-        overrides the lines' own. A line without ``id`` gets the content-derived id, so importing the same
-        file twice adds nothing the second time. Existing ids are skipped unless ``overwrite``.
-        """
+        A line without ``user_id`` goes to ``user_id`` (default user when None); ``user_id`` given here overrides
+        the lines' own. A line without ``id`` gets the content-derived id, so importing the same file twice adds
+        nothing the second time. Existing ids are skipped unless ``overwrite``."""
         forced = None if user_id is None else self._user(user_id)
         return transfer.import_lines(lines, forced, forced or self.settings.default_user, self._clock,
                                      lambda records: self.add_records(records, overwrite=overwrite, progress=progress))
@@ -387,14 +383,4 @@ class MemoryBank:
     @staticmethod
     def _scope(session_id: str | None) -> str:
         return GLOBAL_SCOPE if session_id is None else validate_session_id(session_id)
-
-
-def _closing_last(release: ExitStack, store: MemoryStore) -> ExitStack:
-    """``release``, then the given ``store`` and its change feed: closed after everything that uses them."""
-    stack = ExitStack()
-    if store.changes is not None:
-        stack.callback(store.changes.close)
-    stack.callback(store.close)
-    stack.push(release)
-    return stack
 

@@ -18,7 +18,8 @@ async def _session(home):
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {tool.name for tool in (await session.list_tools()).tools}
-        assert tools == {"remember", "recall", "forget", "list_memories"}
+        assert tools == {"remember", "recall", "forget", "list_memories", "remember_messages", "build_context",
+                         "forget_all"}
         made = _data(await session.call_tool("remember", {"content": "The user is allergic to peanuts",
                                                            "memory_type": "fact", "importance": 0.9}))
         _data(await session.call_tool("remember", {"content": "Today's task: pack for the hike",

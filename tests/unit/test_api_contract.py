@@ -120,7 +120,11 @@ def test_a_bounded_schemathesis_run_finds_nothing(served):
     url, key = served
     config = SchemathesisConfig.from_dict({
         "headers": {"Authorization": f"Bearer {key}", "X-Vecmem-Request": "1"}, "seed": 17, "workers": 1,
-        "generation": {"max-examples": 6}})  # every check with its default expectations
+        "generation": {"max-examples": 6},  # every check with its default expectations, but one:
+        # a well-formed /context request can still ask for more than its token window holds (a 422 no schema
+        # can express), so that check accepts a 422 there
+        "operations": [{"include-path": "/context", "checks": {"positive_data_acceptance": {
+            "expected-statuses": ["2xx", "401", "403", "404", "409", "422", "429", "5xx"]}}}]})
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json", config=config)
     requests = checks = transitions = 0
     failures: collections.Counter[tuple[str, str]] = collections.Counter()

@@ -11,7 +11,7 @@ from typing import TextIO
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.cli_command import EXIT_OK, EXIT_USAGE, CommandGroup, Context, UsageError, arg, positive_int
 from vecmem.interfaces.cli_output import print_hits, print_records
-from vecmem.models import MEMORY_TYPES, SOURCES
+from vecmem.models import MEMORY_TYPES, SOURCES, STATUSES
 
 __all__ = ["commands", "default_seed_file"]
 
@@ -172,12 +172,55 @@ def get(ctx: Context) -> int:
     return EXIT_OK
 
 
-@commands.command("forget", "delete memories for good", arg("memory_ids", metavar="ID", nargs="+"))
+@commands.command(
+    "forget", "delete memories for good: the IDs given, or with --all every memory of the user",
+    arg("memory_ids", metavar="ID", nargs="*"),
+    arg("--all", action="store_true", dest="everything",
+        help="every memory of the user (--user, else VECMEM_USER), in any state, with its history"),
+    arg("--session", help="with --all: only the memories of this session"),
+    arg("--yes", "-y", action="store_true", help="with --all: do not ask for confirmation (for scripts)"),
+)
 def forget(ctx: Context) -> int:
+    a = ctx.args
+    if a.everything:
+        return _forget_all(ctx)
+    if a.session is not None or a.yes:
+        raise UsageError("--session and --yes go with --all")
+    if not a.memory_ids:
+        raise UsageError("name the memories to forget (ID ...), or give --all")
     bank = ctx.bank()
-    for memory_id in ctx.args.memory_ids:
+    for memory_id in a.memory_ids:
         record = bank.forget(memory_id, user_id=ctx.user)
         print(f"forgot {record.id}: {record.content}", file=ctx.out)
+    return EXIT_OK
+
+
+def _forget_all(ctx: Context) -> int:
+    """Every memory of the user, or of one session: confirmed by typing the user id at a terminal, or --yes.
+    Without either (a script, a pipe) it refuses before opening the store, so nothing is deleted by accident."""
+    a = ctx.args
+    if a.memory_ids:
+        raise UsageError("give memory IDs or --all, not both")
+    user = ctx.user or ctx.settings().default_user
+    where = f"user {user!r}" + ("" if a.session is None else f" in session {a.session!r}")
+    if not a.yes and not ctx.stdin.isatty():
+        raise UsageError(f"forget --all deletes every memory of {where} and asks for confirmation at a terminal; "
+                         "pass --yes to run it without one")
+    bank = ctx.bank()
+    if not a.yes:
+        if a.session is None:
+            count = bank.count(user_id=user)
+        else:  # what the session's scope holds, in any state (superseded versions and revisions included)
+            count = sum(1 for r in bank.list_memories(user_id=user, session_id=a.session, include_superseded=True,
+                                                      statuses=STATUSES)
+                        if r.scope == a.session)
+        print(f"This deletes {count} memories of {where} for good, with their history; there is no undo.",
+              file=ctx.out)
+        print(f"Type the user id ({user}) to confirm: ", end="", file=ctx.out, flush=True)
+        if ctx.stdin.readline().strip() != user:
+            raise UsageError("not confirmed (the answer was not the user id): nothing was deleted")
+    deleted = bank.forget_all(user, session_id=a.session)
+    print(f"forgot {deleted} memories of {where}", file=ctx.out)
     return EXIT_OK
 
 

@@ -43,16 +43,24 @@ from vecmem.interfaces.server_schemas import (
     IDENTIFIER_SCHEMA,
     Approval,
     Changes,
+    ContextOut,
+    ContextRequest,
+    ErasedOut,
     HitOut,
     MemoryOut,
+    MessagesOut,
     NewMemory,
+    NewMessages,
     PruneCandidateOut,
     SearchRequest,
     StatsOut,
     Supersession,
+    context_out,
     errors,
 )
 from vecmem.interfaces.server_security import CSRF_HEADER, PRINCIPAL, Guard, is_loopback, keyed
+from vecmem.maintenance.learning import chat_messages
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.storage.sessions import SessionStore
 
 __all__ = ["create_app", "is_loopback", "check_binding"]
@@ -61,6 +69,9 @@ PANEL = (resources.files(__package__) / "panel.html").read_text(encoding="utf-8"
 _READ = errors(401, 403, 421, 422, 500)  # what any guarded route can answer
 _ONE = errors(401, 403, 404, 409, 421, 422, 500)  # ... and one naming a memory
 _WRITE = errors(401, 403, 409, 421, 422, 500)
+# what fits the window is counted in tokens, which no JSON Schema can bound: a valid request may not fit it
+_CONTEXT = {**_READ, 422: {**_READ[422], "description": "A value the API refuses (field names it), or a query, "
+                           "system prompt or task too long for its share of the context window (field null)."}}
 
 
 _User = Annotated[str | None, Query(
@@ -76,6 +87,11 @@ _MemoryId = Annotated[str, Path(description="The memory's id.", json_schema_extr
 _WithSuperseded = Annotated[bool, Query(description="Superseded memories too.")]
 _Limit = Annotated[int | None, Query(ge=1, description="At most this many, newest first.")]
 _DryRun = Annotated[bool, Query(description="Only say what would be archived, and why.")]
+_Owner = Annotated[str, Path(description="The user whose memories are deleted, named in full: this route never "
+                                         "falls back to a default user. A per-user key may name only its own.",
+                             json_schema_extra=IDENTIFIER_SCHEMA)]
+_OneSession = Annotated[str | None, Query(description="Only the memories of this session (its scope); absent: every "
+                                                      "memory of the user.", json_schema_extra=IDENTIFIER_SCHEMA)]
 
 
 class NdjsonResponse(StreamingResponse):
@@ -166,6 +182,40 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
         return bank.add(memory.content, user_id=user, memory_type=memory.type, importance=memory.importance,
                         tags=memory.tags, session_id=memory.session_id, source=memory.source,
                         confidence=memory.confidence, memory_id=memory.id, context=memory.context or "").to_dict()
+
+    @app.post("/messages", response_model=MessagesOut, responses=_WRITE)
+    def add_messages(conversation: NewMessages, user: str | None = user) -> dict[str, Any]:
+        """Learn from a conversation (mem0's ``add``): each user message goes through the write gate, extraction
+        and supersession as a chat turn's does (offline rules, or the server's configured chat model); assistant
+        and system messages are context only. Extracted text is screened like any model's (review queue,
+        planted instructions). Returns what was written, what it replaced, and the messages skipped and why."""
+        messages = [message.model_dump() for message in conversation.messages]
+        return bank.add_messages(messages, user_id=user, session_id=conversation.session_id).to_dict()
+
+    @app.post("/context", response_model=ContextOut, responses=_CONTEXT)
+    def build_context(wanted: ContextRequest, user: str | None = user) -> dict[str, Any]:
+        """The prompt for the user's message, as the Python ``build_context`` builds it: the system prompt, the
+        memories that fit the long-term share (as dated data lines), the task and recent turns, the query; with
+        each section's tokens and the memories injected (which count as used)."""
+        recent = chat_messages([turn.model_dump() for turn in wanted.short_term], field="short_term", empty_ok=True)
+        pack = bank.build_context(wanted.query, user_id=user, session_id=wanted.session_id, k=wanted.k,
+                                  types=wanted.types, context_tokens=wanted.context_tokens, short_term=recent,
+                                  working_memory=wanted.working_memory,
+                                  system_prompt=DEFAULT_SYSTEM_PROMPT if wanted.system_prompt is None
+                                  else wanted.system_prompt)
+        return context_out(pack)
+
+    @app.delete("/users/{user_id}/memories", response_model=ErasedOut, responses=_WRITE)
+    def forget_all(request: Request, user_id: _Owner, session_id: _OneSession = None) -> Any:
+        """Delete every memory of the user for good (with ``session_id``: of that session only), whatever its
+        state, with the earlier versions edits kept and the access statistics; returns how many. There is no
+        undo: the user id in the path is the confirmation (no default user stands in for it)."""
+        principal: Principal = request.scope[PRINCIPAL]
+        if not principal.admin and principal.user_id != user_id:  # the guard checks ?user=, not this path
+            return _error(403, f"this key belongs to user {principal.user_id!r} and cannot delete the memories "
+                          "of another user", "user_id")
+        deleted = bank.forget_all(user_id, session_id=session_id)
+        return {"user_id": user_id, "session_id": session_id, "deleted": deleted}
 
     @app.get("/memories", response_model=list[MemoryOut], responses=_READ)
     def list_memories(user: str | None = user, session: _Session = None,

@@ -13,21 +13,32 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from vecmem.maintenance.learning import MAX_MESSAGE_CHARS, MAX_MESSAGES
+from vecmem.models import PromptPack
 from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS, MAX_IDENTIFIER_CHARS, MAX_TAG_CHARS, MAX_TAGS
 
 __all__ = [
     "IDENTIFIER_SCHEMA",
     "Approval",
     "Changes",
+    "ChatMessage",
+    "ContextOut",
+    "ContextRequest",
     "ErrorBody",
     "HitOut",
     "HitRate",
     "MemoryOut",
+    "MessagesOut",
     "NewMemory",
+    "NewMessages",
+    "ErasedOut",
     "PruneCandidateOut",
+    "ReplacedOut",
     "SearchRequest",
+    "SkippedOut",
     "StatsOut",
     "Supersession",
+    "context_out",
     "errors",
 ]
 
@@ -144,6 +155,51 @@ class Approval(_Body):
                                           MAX_CONTENT_CHARS, nullable=True)] = None
 
 
+class ChatMessage(_Body):
+    """One message of a conversation, as chat-completions APIs write it."""
+
+    role: Literal["user", "assistant", "system"] = Field(
+        description="Who said it: user messages are learnt from; assistant and system ones are context only.")
+    content: Annotated[str, *_text("What was said.", MAX_MESSAGE_CHARS)]
+
+
+_Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(
+    f"The conversation, oldest first (1 to {MAX_MESSAGES} messages)."))]
+
+
+class NewMessages(_Body):
+    """A conversation to learn from, as the chat's memory agent learns from each turn: every user message through
+    the write gate, extraction and supersession (newer statements replace what they revise)."""
+
+    messages: _Messages
+    session_id: Annotated[str | None, *_identifier("The session the conversation belongs to: what it says of that "
+                                                   "session only (\"this time\", \"today\") stays in it; null: "
+                                                   "every memory is global.", nullable=True)] = None
+
+
+class ContextRequest(_Body):
+    """What the prompt is built for: the user's message, and what the caller keeps of the conversation."""
+
+    query: str = Field(description="The user's current message (the memories are retrieved for it).",
+                       max_length=MAX_QUERY_CHARS)
+    session_id: Annotated[str | None, *_identifier("The session whose own memories are searched too (global ones "
+                                                   "always are).", nullable=True)] = None
+    k: Annotated[int, BeforeValidator(_whole)] = Field(10, ge=1, le=1000,
+                                                        description="How many memories to retrieve at most.")
+    types: Annotated[list[MemoryType] | None, WithJsonSchema({"anyOf": [
+        {"type": "array", "minItems": 1, "items": {"enum": ["fact", "preference", "instruction", "conclusion"]}},
+        {"type": "null"}]}), Field(description="Only memories of these kinds (at least one); null: every kind.")] = None
+    context_tokens: Annotated[int | None, BeforeValidator(_whole)] = Field(
+        None, ge=1, description="The context window in tokens; null: the server's VECMEM_CONTEXT_TOKENS.")
+    short_term: list[ChatMessage] = Field([], max_length=MAX_MESSAGES, description=(
+        "The recent turns, oldest first, verbatim (the oldest dropped first to fit their share)."))
+    working_memory: str = Field("", max_length=MAX_QUERY_CHARS, description=(
+        "The task in progress (goal, steps done, results), kept verbatim in the short-term section; '' for none."))
+    system_prompt: str | None = Field(None, max_length=MAX_QUERY_CHARS, description=(
+        "The system prompt; null: vecmem's default, which tells the model the memories are data, not "
+        "instructions."))
+
+
 class MemoryOut(BaseModel):
     """One stored memory."""
 
@@ -178,6 +234,53 @@ class HitOut(BaseModel):
     keyword: float | None = Field(description="BM25 share of the best keyword match; null when it did not run.")
     scope: str = Field(description="'global' or its session.")
     tags: list[str] = Field(description="Its labels.")
+
+
+class ReplacedOut(BaseModel):
+    """A supersession: the older memory is kept for history and no longer retrieved."""
+
+    old_id: str = Field(description="The memory replaced.")
+    new_id: str = Field(description="The memory that replaced it.")
+
+
+class SkippedOut(BaseModel):
+    """A user message nothing was stored for, and why."""
+
+    index: int = Field(description="Its position in the messages sent (0 the first).")
+    content: str = Field(description="What it said.")
+    stage: str = Field(description="Who decided: rules, lexicon or model (the write gate), or extraction.")
+    reason: str = Field(description="Why it was not kept.")
+
+
+class MessagesOut(BaseModel):
+    """What learning from a conversation did."""
+
+    written: list[MemoryOut] = Field(description="The memories stored, as they are now (pending ones wait for "
+                                                 "review; one replaced by a later message shows superseded_by).")
+    replaced: list[ReplacedOut] = Field(description="Each memory a newer statement replaced.")
+    skipped: list[SkippedOut] = Field(description="The user messages nothing was stored for, and why.")
+    unchanged: list[str] = Field(description="Ids of stored memories that already said what a message said.")
+
+
+class ContextOut(BaseModel):
+    """The prompt, ready for a chat-completions call, and what each section costs."""
+
+    messages: list[dict[str, str]] = Field(description="The messages to send: system prompt, long-term memories "
+                                                       "(as data, with their dates), recent turns, the query.")
+    tokens: dict[str, int] = Field(description="Tokens per section: system, long_term, short_term, current.")
+    limits: dict[str, int] = Field(description="Each section's share of the window, in tokens.")
+    long_term: str = Field(description="The long-term section's text ('' when no memory made it in).")
+    memories: list[HitOut] = Field(description="The memories injected, best first, with their score parts.")
+    dropped_ids: list[str] = Field(description="Memories retrieved but left out to fit the budget.")
+    truncated_ids: list[str] = Field(description="Memories cut short (with a visible marker) to fit.")
+
+
+class ErasedOut(BaseModel):
+    """What forgetting every memory of a user (or of one of its sessions) deleted."""
+
+    user_id: str = Field(description="Whose memories were deleted.")
+    session_id: str | None = Field(description="The session whose memories were deleted; null: every memory.")
+    deleted: int = Field(description="How many memories were deleted (revisions and superseded ones included).")
 
 
 class PruneCandidateOut(BaseModel):
@@ -238,3 +341,11 @@ _WHY = {
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The ``responses=`` of a route: the statuses it can return besides its success, each in the error shape."""
     return {status: {"model": ErrorBody, "description": _WHY[status]} for status in statuses}
+
+
+def context_out(pack: PromptPack) -> dict[str, Any]:
+    """A prompt pack as ``ContextOut`` (and the MCP ``build_context`` tool) return it."""
+    return {"messages": [dict(message) for message in pack.messages], "tokens": dict(pack.tokens),
+            "limits": dict(pack.limits), "long_term": pack.long_term,
+            "memories": [hit.to_dict() for hit in pack.memories], "dropped_ids": list(pack.dropped_ids),
+            "truncated_ids": list(pack.truncated_ids)}

@@ -1,0 +1,140 @@
+"""Learning from a list of chat messages without an answering turn (``MemoryBank.add_messages``, mem0's ``add``).
+
+The same write side as a chat turn of ``MemoryAgent``: each user message goes through the write gate, what it
+keeps through extraction, and each extracted memory through conflict resolution (supersession, newer wins),
+with the parts the chat uses (``WriteGate``, ``Extractor``, ``ConflictResolver``) wired as it wires them. The
+model decides as it does for the chat: by default the chat model the bank's settings configure
+(``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``), else the offline rules; ``Learner(model=...)`` chooses one,
+``Learner(offline=True)`` the rules whatever is configured.
+
+Assistant messages are context only: the reply that follows a user message is shown to a model's extraction
+beside it, as the answer is in the chat, and is never a memory itself; system messages are the operator's, not
+the user's, and are left out. What a model relays is untrusted: extracted memories are stored with
+``source="extracted"``, so the bank's intake (maintenance/intake.py) screens them as it screens every path.
+
+A failure (the model down, a reply that fails its schema) stops at the message it happened on and is raised;
+the messages before it are written. Sending the same messages again is safe: what is already remembered
+resolves to NONE (``unchanged``), never to a duplicate.
+
+This module is registered with the bank by ``vecmem/agent/__init__.py`` (maintenance/learning.py says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vecmem.agent.conflict import ConflictResolver, Resolution, Written
+from vecmem.agent.extract import Extractor
+from vecmem.agent.gate import GateDecision, WriteGate
+from vecmem.agent.llm import ChatModel, chat_model_from_settings
+from vecmem.bank import MemoryBank
+from vecmem.config import Settings
+from vecmem.errors import InvalidInputError, NotFoundError
+from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
+from vecmem.models import MemoryRecord, Turn
+
+__all__ = ["Learner", "MessageWrite", "write_message"]
+
+RELATED = 10  # existing memories a model's extraction sees, under aliases (as the chat's)
+
+
+@dataclass(frozen=True)
+class MessageWrite:
+    """The write step for one user message: the gate's decision, and each extracted memory's resolution and what
+    became of it."""
+
+    decision: GateDecision
+    steps: tuple[tuple[Resolution, Written], ...] = ()
+
+
+def write_message(bank: MemoryBank, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
+                  message: str, reply: str | None, *, user_id: str, session_id: str | None) -> MessageWrite:
+    """Gate, extract and resolve one user message: the chat turn's write step, without its session log."""
+    decision = gate.judge(message)
+    if not decision.keep:
+        return MessageWrite(decision)
+    related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
+    candidates = extractor.extract(message, reply, decision, [hit.record for hit in related])
+    steps = []
+    for candidate in candidates:
+        resolution = resolver.resolve(candidate, user_id=user_id, session_id=session_id)
+        steps.append((resolution, resolver.apply(candidate, resolution, user_id=user_id, session_id=session_id)))
+    return MessageWrite(decision, tuple(steps))
+
+
+class Learner:
+    """The agent layer's ``MessageLearner`` (maintenance/learning.py): what ``MemoryBank.add_messages`` runs."""
+
+    def __init__(self, model: ChatModel | None = None, *, offline: bool = False) -> None:
+        """``model``: the chat model that decides; None: the one the bank's settings configure, if any.
+        ``offline``: the rules, whatever is configured."""
+        if offline and model is not None:
+            raise InvalidInputError("offline", "an offline learner takes no model")
+        self._model, self._offline = model, offline
+        self._resolved: tuple[Settings, ChatModel | None] | None = None
+
+    def model_for(self, settings: Settings) -> ChatModel | None:
+        """The model that decides for a bank with these settings (None: the offline rules)."""
+        if self._offline or self._model is not None:
+            return self._model
+        if self._resolved is None or self._resolved[0] is not settings:  # made once per bank, not per call
+            self._resolved = (settings, chat_model_from_settings(settings))
+        return self._resolved[1]
+
+    def learn(self, bank: MemoryBank, messages: Sequence[Turn], *, user_id: str,
+              session_id: str | None) -> AddMessagesResult:
+        settings = bank.settings
+        model = self.model_for(settings)
+        gate = WriteGate(model, min_chars=settings.gate_min_chars)
+        extractor = Extractor(model)
+        resolver = ConflictResolver(bank, threshold=settings.supersede_threshold)
+        written: dict[str, None] = {}  # ids in the order they were written, once each
+        replaced: list[tuple[str, str]] = []
+        skipped: list[SkippedMessage] = []
+        unchanged: dict[str, None] = {}
+        for index, message in enumerate(messages):
+            if message.role != "user":
+                continue
+            write = write_message(bank, gate, extractor, resolver, message.content, _reply_to(messages, index),
+                                  user_id=user_id, session_id=session_id)
+            decision = write.decision
+            if not decision.keep:
+                skipped.append(SkippedMessage(index, message.content, decision.stage, decision.reason))
+                continue
+            if not write.steps:  # kept by the gate, yet nothing to store (a model's empty extraction)
+                skipped.append(SkippedMessage(index, message.content, "extraction",
+                                              f"{decision.reason}; but extraction found no statement to store"))
+            for resolution, outcome in write.steps:
+                if outcome.record is None:
+                    if resolution.target is not None:
+                        unchanged[resolution.target.id] = None
+                    continue
+                written[outcome.record.id] = None
+                replaced.extend((old.id, outcome.record.id) for old in (outcome.replaced, *outcome.also_replaced)
+                                if old is not None)
+        return AddMessagesResult(written=tuple(_as_stored(bank, list(written), user_id)), replaced=tuple(replaced),
+                                 skipped=tuple(skipped), unchanged=tuple(unchanged))
+
+
+def _reply_to(messages: Sequence[Turn], index: int) -> str | None:
+    """The assistant's reply to the user message at ``index``: the assistant messages after it, up to the next
+    user message (None when there are none), as the chat shows a model's extraction the answer to the turn."""
+    reply = []
+    for later in messages[index + 1:]:
+        if later.role == "user":
+            break
+        if later.role == "assistant":
+            reply.append(later.content)
+    return "\n".join(reply) or None
+
+
+def _as_stored(bank: MemoryBank, ids: list[str], user_id: str) -> list[MemoryRecord]:
+    """The written memories as they are now: one replaced by a later message of the same list says so."""
+    found = []
+    for memory_id in ids:
+        try:
+            found.append(bank.get(memory_id, user_id=user_id))
+        except NotFoundError:  # forgotten meanwhile by another caller: it is no longer there to report
+            continue
+    return found
