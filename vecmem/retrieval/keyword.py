@@ -22,15 +22,17 @@ from typing import Any
 import numpy as np
 
 from vecmem.models import MemoryFilter, MemoryRecord
+from vecmem.retrieval.columns import TYPE_NAMES as _TYPE_NAMES
+from vecmem.retrieval.columns import TokenTable
 from vecmem.retrieval.tokenize import memory_tokens, recency_weights, split_dialogue, tokenize, warm_up
+from vecmem.retrieval.views import FilterView, KeywordResult
 
-# the tokenizer's names stay importable from here, where they lived before tokenize.py
-__all__ = ["FilterView", "IndexSnapshot", "IndexedMemory", "KeywordIndex", "KeywordResult",
+# the tokenizer's and the views' names stay importable from here, where they lived before
+__all__ = ["FilterView", "IndexSnapshot", "IndexState", "IndexedMemory", "KeywordIndex", "KeywordResult",
            "memory_tokens", "recency_weights", "split_dialogue", "tokenize", "warm_up"]
 
 K1 = 1.2
 B = 0.5
-_TYPE_NAMES = ("fact", "preference", "instruction", "conclusion")
 _SLOT_ARRAYS = ("_alive", "_superseded", "_type", "_scope", "_importance", "_created", "_last")
 _TYPE_CODES = {name: code for code, name in enumerate(_TYPE_NAMES)}
 
@@ -56,6 +58,24 @@ class IndexedMemory:
                    record.importance * record.confidence, record.created_at.timestamp(), last)
 
 
+@dataclass(frozen=True)
+class IndexState:
+    """Everything an index holds at one moment as plain values, for persisted.py to save and load. Dead slots
+    are kept: the BM25 model still scores them (masked out) until the next merge, so keeping them keeps every
+    score exactly as it was."""
+
+    ids: list[str]  # slot -> memory id
+    tokens: list[tuple[str, ...]] | TokenTable  # slot -> tokens: at least len(ids) of them
+    arrays: dict[str, np.ndarray]  # each of _SLOT_ARRAYS, len(ids) long
+    scopes: list[str]  # scope code -> scope ("global" is 0)
+    main_size: int  # the first main_size slots are the BM25 model's documents, the rest the delta
+    model: Any  # the bm25s model, or a LoadedBM25 (columns.py); None when main is empty
+    df: Mapping[str, int]  # main's document frequencies, which the delta is scored with (never edited)
+    avgdl: float
+    k1: float = K1
+    b: float = B
+
+
 class IndexSnapshot:
     """The index as it stood at one moment: nothing here is changed afterwards (see the module docstring)."""
 
@@ -76,6 +96,14 @@ class IndexSnapshot:
         self._df = index._df
         self._avgdl = index._avgdl
         self.k1, self.b = index.k1, index.b
+
+    def state(self) -> IndexState:
+        """This moment of the index as plain values (nothing is copied that a later edit could change)."""
+        count, codes = self.count, self._scope_codes
+        return IndexState(self._ids[:count], self._tokens, {name: array[:count] for name, array in zip(
+            _SLOT_ARRAYS, (self.alive, self.superseded, self.types, self.scopes, self.importance, self.created,
+                           self.last), strict=True)}, sorted(codes, key=codes.__getitem__), self.main_size,
+            self._model, self._df, self._avgdl, self.k1, self.b)
 
     @property
     def id_array(self) -> np.ndarray:
@@ -149,71 +177,6 @@ class IndexSnapshot:
         return scores
 
 
-class FilterView:
-    """One search's view of a snapshot: which memories a filter lets through (computed once per search)."""
-
-    def __init__(
-        self, snapshot: IndexSnapshot, mask: np.ndarray, memory_filter: MemoryFilter, type_sizes: dict[str, int]
-    ) -> None:
-        self.snapshot = snapshot
-        self.mask = mask  # per slot of the snapshot
-        self.memory_filter = memory_filter
-        self.type_sizes = type_sizes  # memories of each type (superseded included): each type's collection size
-        wanted = memory_filter.types if memory_filter.types is not None else type_sizes
-        self._in_types = sum(type_sizes.get(t, 0) for t in wanted)  # what the dense side searches
-        self._slots = snapshot.slots
-
-    @property
-    def generation(self) -> int:
-        return self.snapshot.generation
-
-    @property
-    def count(self) -> int:
-        return int(self.mask.sum())
-
-    @property
-    def fraction(self) -> float:
-        """Share of the memories of the filter's types that the rest of the filter (scope, state) lets through."""
-        return self.count / self._in_types if self._in_types else 1.0
-
-    def visible_ids(self) -> dict[str, list[str]]:
-        """Every memory the filter lets through, by type (to restrict a vector search to them)."""
-        ids = self.snapshot.id_array[self.mask]
-        codes = self.snapshot.types[: self.mask.size][self.mask]
-        return {name: ids[codes == code].tolist() for code, name in enumerate(_TYPE_NAMES) if (codes == code).any()}
-
-    def type_of(self, memory_id: str) -> str | None:
-        slot = self._slots.get(memory_id)
-        return None if slot is None else _TYPE_NAMES[int(self.snapshot.types[slot])]
-
-    def ranking_fields(self, memory_id: str) -> tuple[float, float, float] | None:
-        """(importance, created, stored last_accessed) of a visible memory, None if hidden or unknown."""
-        slot = self._slots.get(memory_id)
-        if slot is None or not self.mask[slot]:
-            return None
-        snapshot = self.snapshot
-        return float(snapshot.importance[slot]), float(snapshot.created[slot]), float(snapshot.last[slot])
-
-    def visible(self, memory_id: str) -> bool | None:
-        """Whether the filter lets the memory through; None for a memory the snapshot does not know."""
-        slot = self._slots.get(memory_id)
-        return None if slot is None else bool(self.mask[slot])
-
-
-class KeywordResult:
-    """Keyword scores of one query over the memories a filter lets through."""
-
-    def __init__(self, top: list[tuple[str, float]], best: float, lookup: Mapping[str, int], scores: np.ndarray) -> None:
-        self.top = top  # the best-scoring visible memories, best first
-        self.best = best  # the highest visible score (0 when nothing matched)
-        self._lookup = lookup  # the snapshot's id -> slot: every slot has a score
-        self._scores = scores  # per slot, 0 where the filter hides the memory
-
-    def score_of(self, memory_id: str) -> float:
-        slot = self._lookup.get(memory_id)
-        return 0.0 if slot is None else float(self._scores[slot])
-
-
 class KeywordIndex:
     """BM25 over one user's memories, filtered with numpy masks.
 
@@ -234,7 +197,7 @@ class KeywordIndex:
     def _reset(self) -> None:
         self._ids: list[str] = []  # slot -> memory id
         self._ids_array: np.ndarray | None = None
-        self._tokens: list[tuple[str, ...]] = []
+        self._tokens: list[tuple[str, ...]] | TokenTable = []
         self._slot: dict[str, int] = {}  # live memory id -> slot
         self._alive = np.zeros(0, dtype=bool)
         self._superseded = np.zeros(0, dtype=bool)
@@ -248,7 +211,7 @@ class KeywordIndex:
         self._main_size = 0
         self._generation = getattr(self, "_generation", 0) + 1
         self._model: Any = None
-        self._df: dict[str, int] = {}
+        self._df: Mapping[str, int] = {}
         self._avgdl = 1.0
 
     def __len__(self) -> int:
@@ -257,13 +220,26 @@ class KeywordIndex:
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._slot
 
+    @classmethod
+    def restored(cls, state: IndexState) -> KeywordIndex:
+        """An index holding exactly ``state`` (checked by the caller, persisted.py), which it takes over."""
+        index = cls(state.k1, state.b)
+        index._ids, index._tokens = state.ids, state.tokens
+        for name in _SLOT_ARRAYS:
+            setattr(index, name, state.arrays[name])
+        index._slot = {state.ids[slot]: slot for slot in np.flatnonzero(state.arrays["_alive"]).tolist()}
+        index._scope_codes = {scope: code for code, scope in enumerate(state.scopes)}
+        index._main_size, index._model, index._df, index._avgdl = state.main_size, state.model, state.df, state.avgdl
+        return index
+
     # ------------------------------------------------------------------------------------------ reading
 
-    def snapshot(self) -> IndexSnapshot:
-        """The index as it stands, for one search to read while writers go on (merges a large delta first)."""
+    def snapshot(self, *, merge: bool = True) -> IndexSnapshot:
+        """The index as it stands, for one search to read while writers go on (merges a large delta first,
+        unless ``merge`` is False: a save, which must not make a writer wait for a merge)."""
         with self._lock:
             pending = len(self._ids) - self._main_size
-            if pending > max(self.min_merge, self.merge_fraction * self._main_size):
+            if merge and pending > max(self.min_merge, self.merge_fraction * self._main_size):
                 self._rebuild()
             self._shared = True
             return IndexSnapshot(self)
@@ -372,7 +348,8 @@ class KeywordIndex:
         self._main_size = len(live)
         self._generation += 1
         self._model = None
-        self._df = {}
+        df: dict[str, int] = {}
+        self._df = df
         if live:
             import bm25s
 
@@ -381,7 +358,7 @@ class KeywordIndex:
             self._model = model
             for doc in tokens:
                 for token in set(doc):
-                    self._df[token] = self._df.get(token, 0) + 1
+                    df[token] = df.get(token, 0) + 1
             self._avgdl = max(1.0, sum(len(doc) for doc in tokens) / len(tokens))
 
     def _id_array_of(self, generation: int, ids: list[str], count: int) -> np.ndarray:

@@ -12,6 +12,10 @@ included), and when a build or a load passes it the least recently searched user
 (rebuilt from the store if they are searched again), so a process's memory stays flat however many users it
 touches. The replica being used is never dropped, even when it alone is over the budget.
 
+Big users' replicas are saved beside an embedded store (persisted.py), after a build, after enough changes and
+at close; a new process loads the file and re-reads what the feed says changed since, instead of rebuilding. A
+file never claims a feed row with a write the replica does not hold (``_after_edit``).
+
 Threads: every edit and every snapshot takes the replicas' lock, so a ``Snapshot`` pairs an index and records
 of the same moment. Neither changes afterwards: the index copies what a snapshot shares on its next edit
 (keyword.py), and so do the records (``HeldRecords``), one copy per edit call at most, so a batch of 256
@@ -25,7 +29,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,14 +37,16 @@ import numpy as np
 from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import MemoryRecord
+from vecmem.retrieval.columns import HeldRecords
 from vecmem.retrieval.held import HOLD_AT_MOST_BYTES, HeldVectors
 from vecmem.retrieval.keyword import FilterView, IndexedMemory, IndexSnapshot, KeywordIndex
+from vecmem.retrieval.persisted import PERSIST_AT_LEAST, Capture, ReplicaFiles
 from vecmem.retrieval.tokenize import memory_tokens
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import settle
 from vecmem.storage.rows import from_row, to_metadata
 
-__all__ = ["HOLD_AT_MOST_BYTES", "REREAD_AT_MOST", "HeldRecords", "Replicas", "Snapshot"]
+__all__ = ["HOLD_AT_MOST_BYTES", "PERSIST_AT_LEAST", "REREAD_AT_MOST", "HeldRecords", "Replicas", "Snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -49,36 +55,10 @@ REREAD_AT_MOST = 2_000  # memories changed by others past which the copy is rebu
 # records take about 2.7 KB a memory (rounded up), and a replica's own arrays and BM25 model some kilobytes.
 BYTES_PER_MEMORY = 3_000
 BYTES_PER_REPLICA = 16_384
-
-
-class HeldRecords:
-    """One user's records by id. The first edit after a snapshot copies the dict, so a snapshot never changes
-    (callers hold the replicas' lock)."""
-
-    def __init__(self, records: dict[str, MemoryRecord]) -> None:
-        self._records = records
-        self._shared = False
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def snapshot(self) -> Mapping[str, MemoryRecord]:
-        self._shared = True
-        return self._records
-
-    def update(self, records: Iterable[tuple[str, MemoryRecord]]) -> None:
-        self._own().update(records)
-
-    def discard(self, memory_ids: Iterable[str]) -> None:
-        held = self._own()
-        for memory_id in memory_ids:
-            held.pop(memory_id, None)
-
-    def _own(self) -> dict[str, MemoryRecord]:
-        if self._shared:
-            self._records = dict(self._records)
-            self._shared = False
-        return self._records
+# When a file (persisted.py) is written again: a load re-reads what changed since, cheap for a few hundred
+# memories, a rebuild past REREAD_AT_MOST; a save of 100,000 takes seconds of a thread, so at most every minute.
+SAVE_AFTER_CHANGES, SAVE_INTERVAL_S = 1_000, 60.0  # changes since the file past which a running process saves
+SAVE_AT_CLOSE = 200  # changes since the file, past which closing saves again
 
 
 @dataclass
@@ -93,6 +73,9 @@ class _Copy:
     vectors: HeldVectors | None = None  # once asked for (hold_vectors), with a feed, for users that fit
     loader: threading.Thread | None = None
     loaded: threading.Event = field(default_factory=threading.Event)  # the vectors' loader has finished
+    own_mark: int = 0  # a feed row up to which every write of this bank has been applied (see _after_edit)
+    unsaved: int = 0  # memories changed since the copy's file was saved (an upper bound)
+    saved_at: float = field(default_factory=time.monotonic)  # when its file was last saved
 
     def cost(self) -> int:
         """Bytes this replica holds, as the budget counts them."""
@@ -125,6 +108,7 @@ class Replicas:
         self._lock = threading.RLock()
         self._holding: set[str] = set()  # users whose vectors this process holds (hold_vectors)
         self.stopping = threading.Event()
+        self.files = ReplicaFiles(store, settings.home)  # replicas saved beside an embedded store (persisted.py)
 
     # ------------------------------------------------------------------------------------------ this process's writes
 
@@ -139,6 +123,7 @@ class Replicas:
                 self._keep(copy, records)
                 if copy.vectors is not None:
                     copy.vectors.put([record.id for record in records], vectors)
+                self._after_edit(user, copy, len(records))
 
     def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
         with self._lock:
@@ -146,6 +131,7 @@ class Replicas:
             if copy is not None:
                 copy.index.refresh_filters(records)
                 self._keep(copy, records)
+                self._after_edit(user, copy, len(records))
 
     def on_forgotten(self, user: str, memory_ids: Sequence[str]) -> None:
         with self._lock:
@@ -156,6 +142,7 @@ class Replicas:
                     copy.records.discard(memory_ids)
                 if copy.vectors is not None:
                     copy.vectors.remove(memory_ids)
+                self._after_edit(user, copy, len(memory_ids))
 
     @staticmethod
     def _keep(copy: _Copy, records: Sequence[MemoryRecord]) -> None:
@@ -163,8 +150,74 @@ class Replicas:
             copy.records.update((r.id, from_row(r.id, r.content, to_metadata(r))) for r in records)
 
     def clear(self) -> None:
+        """Drop every copy and every saved file: the store changed under them (a repair, a reindex)."""
         with self._lock:
             self.copies.clear()
+            self.files.discard_all()
+
+    # ------------------------------------------------------------------------------------------ saved replicas
+
+    def _persisted(self, copy: _Copy) -> bool:
+        return self.files.enabled and copy.records is not None and len(copy.index) >= PERSIST_AT_LEAST
+
+    def _after_edit(self, user: str, copy: _Copy, changed: int) -> None:
+        """After this bank applied its own write (caller holds the lock). The bank's writes are serialised and
+        each is applied right after the store took it, so every write of this bank up to the feed's head is in
+        the copy now: ``own_mark``. A save must never claim a feed row past a write of this bank the copy does
+        not hold yet (the feed tells this bank only of others' writes); up to ``own_mark`` it cannot."""
+        if not self._persisted(copy) or self.store.changes is None:
+            return
+        copy.own_mark = self.store.changes.head()
+        copy.unsaved += changed
+        if copy.unsaved >= SAVE_AFTER_CHANGES and time.monotonic() - copy.saved_at >= SAVE_INTERVAL_S:
+            self._save(user, copy, background=True)
+
+    def _save(self, user: str, copy: _Copy, *, background: bool) -> None:
+        """Save the copy as of now (caller holds the lock; taking the capture costs microseconds, writing it is
+        done by a thread when ``background``). It reflects the feed up to ``seen``: others' writes up to there
+        were applied by current(), and this bank's own up to own_mark, which must not be behind."""
+        if not self._persisted(copy) or copy.records is None:
+            return
+        if copy.own_mark < copy.seen and (mark := self.files.others_only_since(user, copy.own_mark)) is not None:
+            copy.own_mark = mark  # only other banks wrote since: this bank has nothing unapplied
+        if copy.own_mark < copy.seen:
+            return
+        capture = Capture(copy.index.snapshot(merge=False).state(), copy.records.snapshot(), copy.seen,
+                          dict(copy.unsettled))
+        copy.unsaved, copy.saved_at = 0, time.monotonic()
+        self.files.save(user, capture, background=background)
+
+    def _loaded(self, user: str) -> _Copy | None:
+        """The user's copy from its saved file, brought up to date with the feed; None when there is no usable
+        file (caller holds the lock). What changed since the file was saved is re-read, as current() re-reads
+        what others changed; too much, a reset, or a feed that no longer reaches back that far: rebuilt."""
+        feed = self.store.changes
+        loaded = self.files.load(user) if feed is not None else None
+        if feed is None or loaded is None:
+            return None
+        self.store.refresh(user)  # as a build does: collections made since this process looked count too
+        changes = feed.since(user, loaded.seen)  # others' writes; read first, so every_change covers as much
+        every = self.files.every_change(user, loaded.seen)  # this process's own writes since the file, too
+        reread = changes.changed | every.changed
+        if changes.rebuild or every.rebuild or len(reread) > REREAD_AT_MOST or feed.head() < loaded.seen:
+            return None  # the build that follows saves a new file over this one
+        held = HeldRecords({}, loaded.records)
+        copy = _Copy(loaded.index, held, seen=changes.seen, unsettled=loaded.unsettled,
+                     checked=time.monotonic(), own_mark=changes.seen, unsaved=len(reread))
+        settle(copy.unsettled, changes)
+        if reread:
+            self._reread(user, copy, reread)
+        if not self.files.matches_store(user, copy.index, held.snapshot(), copy.unsettled):
+            self.files.discard(user)
+            return None
+        self.copies[user] = copy
+        if user in self._holding:
+            self._start_loading(user, copy)
+        if not self._persisted(copy):
+            self.files.discard(user)  # the user is small now: a build is cheap, the file only costs disk
+        elif copy.unsaved >= SAVE_AT_CLOSE:  # so the next process need not re-read the same memories again
+            self._save(user, copy, background=True)
+        return copy
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -183,7 +236,7 @@ class Replicas:
             copy = self.copies.get(user)
             feed = self.store.changes
             if copy is None:
-                copy = self._rebuilt(user)
+                copy = self._loaded(user) or self._rebuilt(user)
                 self._fit_budget(keep=user)
             elif feed is not None:
                 changes = feed.since(user, copy.seen)
@@ -193,7 +246,7 @@ class Replicas:
                     settle(copy.unsettled, changes)
                     if changes.changed:
                         self._reread(user, copy, changes.changed)
-                    copy.seen = changes.seen
+                    copy.seen, copy.unsaved = changes.seen, copy.unsaved + len(changes.changed)
             elif time.monotonic() - copy.checked >= self.settings.index_check_seconds:
                 if len(copy.index) != self.store.count(user):  # count() also sees new collections
                     copy = self._rebuilt(user)
@@ -239,6 +292,10 @@ class Replicas:
         copy = self.copies[user] = self._build(user)
         if user in self._holding:  # started once the copy is in place: the loader stops when it is not
             self._start_loading(user, copy)
+        if self._persisted(copy):
+            self._save(user, copy, background=True)
+        else:
+            self.files.discard(user)  # a file left from when the user was bigger would be stale
         return copy
 
     def _build(self, user: str) -> _Copy:
@@ -265,7 +322,7 @@ class Replicas:
                 gc.enable()
         unsettled = {} if feed is None else feed.unsettled(user, seen)
         return _Copy(index, None if records is None else HeldRecords(records), seen=seen, unsettled=unsettled,
-                     checked=time.monotonic())
+                     checked=time.monotonic(), own_mark=seen)
 
     def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
         """Re-read memories another bank changed: changed ones replace the copy's, deleted ones leave it."""
@@ -326,10 +383,17 @@ class Replicas:
             copy.loaded.set()
 
     def close(self) -> None:
-        """Stop the vector loaders (each finishes the page it reads, well under a second) and drop every copy."""
+        """Stop the vector loaders (each finishes the page it reads, well under a second), save the copies that
+        changed much since their files, wait for the saves and drop every copy (their files stay)."""
         self.stopping.set()
         with self._lock:
             loaders = [copy.loader for copy in self.copies.values() if copy.loader is not None]
         for loader in loaders:
             loader.join(timeout=30)
-        self.clear()
+        self.files.wait()  # a save in progress first: its user's newer one below must land after it
+        with self._lock:
+            for user, copy in self.copies.items():
+                if copy.unsaved >= SAVE_AT_CLOSE:
+                    self._save(user, copy, background=False)
+            self.copies.clear()
+        self.files.close()

@@ -1,0 +1,82 @@
+"""What one search sees of a keyword index snapshot: the filter's mask over it (``FilterView``) and the BM25
+scores of one query (``KeywordResult``). Split from keyword.py, which re-exports both."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from vecmem.models import MemoryFilter
+from vecmem.retrieval.columns import TYPE_NAMES as _TYPE_NAMES
+
+if TYPE_CHECKING:
+    from vecmem.retrieval.keyword import IndexSnapshot
+
+__all__ = ["FilterView", "KeywordResult"]
+
+
+class FilterView:
+    """One search's view of a snapshot: which memories a filter lets through (computed once per search)."""
+
+    def __init__(
+        self, snapshot: IndexSnapshot, mask: np.ndarray, memory_filter: MemoryFilter, type_sizes: dict[str, int]
+    ) -> None:
+        self.snapshot = snapshot
+        self.mask = mask  # per slot of the snapshot
+        self.memory_filter = memory_filter
+        self.type_sizes = type_sizes  # memories of each type (superseded included): each type's collection size
+        wanted = memory_filter.types if memory_filter.types is not None else type_sizes
+        self._in_types = sum(type_sizes.get(t, 0) for t in wanted)  # what the dense side searches
+        self._slots = snapshot.slots
+
+    @property
+    def generation(self) -> int:
+        return self.snapshot.generation
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())
+
+    @property
+    def fraction(self) -> float:
+        """Share of the memories of the filter's types that the rest of the filter (scope, state) lets through."""
+        return self.count / self._in_types if self._in_types else 1.0
+
+    def visible_ids(self) -> dict[str, list[str]]:
+        """Every memory the filter lets through, by type (to restrict a vector search to them)."""
+        ids = self.snapshot.id_array[self.mask]
+        codes = self.snapshot.types[: self.mask.size][self.mask]
+        return {name: ids[codes == code].tolist() for code, name in enumerate(_TYPE_NAMES) if (codes == code).any()}
+
+    def type_of(self, memory_id: str) -> str | None:
+        slot = self._slots.get(memory_id)
+        return None if slot is None else _TYPE_NAMES[int(self.snapshot.types[slot])]
+
+    def ranking_fields(self, memory_id: str) -> tuple[float, float, float] | None:
+        """(importance, created, stored last_accessed) of a visible memory, None if hidden or unknown."""
+        slot = self._slots.get(memory_id)
+        if slot is None or not self.mask[slot]:
+            return None
+        snapshot = self.snapshot
+        return float(snapshot.importance[slot]), float(snapshot.created[slot]), float(snapshot.last[slot])
+
+    def visible(self, memory_id: str) -> bool | None:
+        """Whether the filter lets the memory through; None for a memory the snapshot does not know."""
+        slot = self._slots.get(memory_id)
+        return None if slot is None else bool(self.mask[slot])
+
+
+class KeywordResult:
+    """Keyword scores of one query over the memories a filter lets through."""
+
+    def __init__(self, top: list[tuple[str, float]], best: float, lookup: Mapping[str, int], scores: np.ndarray) -> None:
+        self.top = top  # the best-scoring visible memories, best first
+        self.best = best  # the highest visible score (0 when nothing matched)
+        self._lookup = lookup  # the snapshot's id -> slot: every slot has a score
+        self._scores = scores  # per slot, 0 where the filter hides the memory
+
+    def score_of(self, memory_id: str) -> float:
+        slot = self._lookup.get(memory_id)
+        return 0.0 if slot is None else float(self._scores[slot])
