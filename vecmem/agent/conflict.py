@@ -149,8 +149,10 @@ class ConflictResolver:
             context=candidate.context,
             status="pending" if pending else "live",
         )
-        if pending:  # it waits for a person; replacing what it contradicts waits with it
-            return Written("ADD", record, None, resolution.reason + "; below the review confidence: pending")
+        if record.status == "pending":  # it waits for a person (the bank's screening may decide so too, for a
+            # planted instruction); replacing what it contradicts waits with it
+            why = "below the review confidence" if pending else "held for review by the bank's screening"
+            return Written("ADD", record, None, f"{resolution.reason}; {why}: pending")
         if record.superseded:  # the user says again what a newer memory had replaced: it is current again
             record = self.bank.restore(record.id, user_id=user_id)
         targets = [resolution.target, *resolution.others] if resolution.action == "UPDATE" else []

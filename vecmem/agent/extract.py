@@ -27,6 +27,7 @@ from vecmem.agent.person import third_person
 from vecmem.agent.schemas import ExtractionReply, validate_reply
 from vecmem.agent.statements import Statement, statements
 from vecmem.errors import ExtractionError, LLMError
+from vecmem.maintenance.intake import INJECTION_CONFIDENCE, INJECTION_IMPORTANCE, defused_text
 from vecmem.models import MemoryRecord
 from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS
 
@@ -36,8 +37,6 @@ EMPHASIS_IMPORTANCE = 1.0
 PREFERENCE_IMPORTANCE = 0.7
 FACT_IMPORTANCE = 0.5
 LEXICON_CONFIDENCE = 0.8  # cue lexicons are right most of the time, not always
-INJECTION_IMPORTANCE = 0.2  # what a message that tries to override the assistant's instructions can weigh
-INJECTION_PREFIX = "The user's message said: "
 
 EXTRACT_PROMPT = """You maintain an assistant's long-term memory about one user.
 From the exchange below, extract the statements worth remembering beyond this conversation, each as one short,
@@ -151,13 +150,8 @@ class Extractor:
 def _defused(candidate: Candidate) -> Candidate:
     """A candidate from a message that tries to override the assistant's instructions: at most a low-importance,
     low-confidence fact of this session recording what the user said, whatever a model made of it."""
-    content = candidate.content
-    for attribution in (INJECTION_PREFIX, "The user said: ", "用户："):  # one attribution, not two
-        if content.startswith(attribution):
-            content = content[len(attribution):]
-    content = INJECTION_PREFIX + content
-    return replace(candidate, content=content, memory_type="fact", importance=min(candidate.importance,
-                   INJECTION_IMPORTANCE), session_scoped=True, confidence=min(candidate.confidence, 0.3),
+    return replace(candidate, content=defused_text(candidate.content), memory_type="fact", importance=min(candidate.importance,
+                   INJECTION_IMPORTANCE), session_scoped=True, confidence=min(candidate.confidence, INJECTION_CONFIDENCE),
                    # it may add what the user said, never replace a memory it did not write
                    action="ADD" if candidate.action == "UPDATE" else candidate.action,
                    target_id=None if candidate.action == "UPDATE" else candidate.target_id)

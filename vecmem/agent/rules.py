@@ -35,6 +35,9 @@ from dataclasses import dataclass
 
 from vecmem.agent.topics import has_change_cue, keyword_tags, topic_slots
 
+# the one planted-instruction rule, which every write path applies (intake.py); re-exported for the agent
+from vecmem.maintenance.intake import looks_like_injection
+
 __all__ = [
     "Classification",
     "MIN_INFORMATION",
@@ -309,22 +312,6 @@ def is_emphatic(text: str) -> bool:
     return bool(_EMPHASIS.search(text))
 
 
-# Text that tries to steer the assistant itself rather than tell it about the user: "ignore previous
-# instructions", "you are now ...", "system prompt", 忽略之前的指令. Whatever is extracted from it is kept, if
-# at all, as a low-importance fact the user said, never as an instruction (extract.py).
-_INJECTION = _any(
-    r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|all|any|your|the)\b.{0,25}"
-    r"\b(?:instructions?|rules|prompts?|guidelines|directions)\b",
-    r"\bsystem prompt\b", r"\byou are now\b", r"\bjailbreak", r"\bdeveloper mode\b",
-    r"\bnew instructions?\s*:", r"\bact as (?:an? )?(?:unrestricted|unfiltered)\b",
-    r"(?:忽略|无视|忘记|忘掉|不要理会).{0,10}(?:之前|以前|前面|以上|上面|所有|全部|你的)?.{0,6}(?:指令|指示|规则|提示词?|设定|要求)",
-    r"系统提示", r"你现在是", r"越狱", r"开发者模式",
-)
-
-
-def looks_like_injection(text: str) -> bool:
-    """The text tries to give the assistant instructions that override its own (prompt injection)."""
-    return bool(_INJECTION.search(text))
 
 
 def is_task_context(text: str) -> bool:

@@ -136,7 +136,9 @@ class ChatRepl:
                 if item.action == "NONE":
                     self.say(f"    unchanged: {item.reason}")
                 elif item.record is not None:
-                    replaced = f"; replaces {item.replaced.id} \"{item.replaced.content}\"" if item.replaced else ""
+                    replaced = "".join(f"; {'also ' if n else ''}replaces {r.id} \"{r.content}\""
+                                       for n, r in enumerate([*([item.replaced] if item.replaced else []),
+                                                              *item.also_replaced]))
                     self.say(f"    {item.record.id} [{item.record.type}, {item.record.scope}] "
                              f"\"{item.record.content}\"{replaced}")
         if result.write_error is not None:

@@ -6,7 +6,8 @@ so a chat can be stopped and resumed with ``--session``.
 
 A user turn is stored with a status: ``pending`` until the write step has run for it, then ``kept`` (the gate
 kept it and its memories were written) or ``dropped`` (the gate dropped it). A turn whose write step failed
-(model timeout, invalid JSON) stays ``pending`` and is tried again on the next turn: nothing is lost.
+(model timeout, invalid JSON, a store error) becomes ``retry`` and is tried once more with the next turn;
+failing again, it is ``parked``: reported, kept here, never tried again (the agent, ``memory_agent.py``).
 """
 
 from __future__ import annotations
