@@ -5,9 +5,10 @@ made when a user is first opened.
   collection of their model (``chroma_shared.py``); a bigger one has collections of their own, one per
   memory type (``vecmem-u-<hash of user_id>-<type>``), each its own HNSW index. Both answer the same calls,
   so the store above sees {type: collection} either way.
-* The registry (``vecmem-registry``, ``chroma_registry.py``): its metadata records the store's embedding model and dimension (every
-  user collection records them too; Chroma ignores metadata passed for an existing collection, so vecmem
-  compares them itself and raises ``EmbeddingMismatchError`` on a change). Its rows, one per user (id: the
+* The registry (``vecmem-registry``, kept by ``chroma_registry.py``): its metadata records the store's
+  embedding model and dimension (every user collection records them too; Chroma ignores metadata passed for an
+  existing collection, so vecmem compares them itself and raises ``EmbeddingMismatchError`` on a change).
+  Its rows, one per user (id: the
   user's key), say which layout the user is in (``layout``: shared, dedicated, or a move under way), which
   shared collection holds them (``shared``) and which types they have there (``types``): opening a shared
   user is one read, and ``users()`` lists everyone without scanning rows.
