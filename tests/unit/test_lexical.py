@@ -18,6 +18,14 @@ def test_chinese_gets_jieba_words_and_character_bigrams():
     assert tokenize("猫") == ["猫"]
 
 
+def test_a_bigram_that_is_a_stopword_weighs_nothing():
+    assert not {"一个", "什么", "我们"} & set(tokenize("帮我写一个函数，我们用什么好"))
+    assert "函数" in tokenize("帮我写一个函数")
+    index = index_of(record("ts", "用户喜欢用 TypeScript 写一个前端"), record("go", "用户写后端用 Go"))
+    assert tokenize("一个") == [] and found(index, "一个") == set()  # the stop-bigram alone matches nothing
+    assert found(index, "一个前端") == {"ts"}  # what names the topic still does
+
+
 def test_memory_tokens_cover_content_tags_and_context():
     record = MemoryRecord(id="m", content="alpha", tags=["beta"], context="gamma delta")
     assert memory_tokens(record) == ["alpha", "beta", "gamma", "delta"]

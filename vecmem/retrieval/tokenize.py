@@ -86,7 +86,9 @@ def tokenize(text: str) -> list[str]:
         jieba = _jieba()
         for run in runs:
             tokens.extend(w for w in jieba.lcut(run) if w not in _ZH_STOPWORDS)  # type: ignore[attr-defined]
-            tokens.extend(char_bigrams(run))
+            # a bigram that is itself a stopword (一个, 什么, 我们) names no topic: it would rank a memory that
+            # merely shares it first (帮我写一个 sleep 函数 against a TypeScript memory with 一个 in it)
+            tokens.extend(b for b in char_bigrams(run) if b not in _ZH_STOPWORDS)
     return tokens
 
 
