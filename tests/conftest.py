@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import re
 import socket
@@ -238,6 +239,31 @@ class MemoryStores:
 @pytest.fixture
 def memory_stores() -> MemoryStores:
     return MemoryStores()
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch, clock: Clock, memory_stores: MemoryStores):
+    """The `vecmem` command run in this process on the test's own in-memory store: ``cli(*argv, stdin=None)``
+    returns (exit code, stdout, stderr); ``cli.bank()`` opens the store the commands use, for what the CLI cannot
+    do."""
+    from vecmem.interfaces.cli import main
+
+    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
+    monkeypatch.delenv("VECMEM_USER", raising=False)
+    embedder = FakeEmbedder()
+
+    def factory(settings: Settings, verify_model: bool = True) -> MemoryBank:
+        return MemoryBank(settings, embedder=embedder, clock=clock, verify_model=verify_model,
+                          store=memory_stores.client(settings.home, embedder.name))
+
+    def invoke(*argv: str, stdin=None) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), stdout=out, stderr=err, stdin=stdin or io.StringIO(), bank_factory=factory)
+        return code, out.getvalue(), err.getvalue()
+
+    invoke.bank = lambda: factory(Settings.from_env())  # type: ignore[attr-defined]
+    return invoke
 
 
 @pytest.fixture

@@ -10,17 +10,15 @@
 """
 
 import asyncio
-import io
 import json
 import logging
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import FakeEmbedder, ScriptedModel
-from vecmem import ConflictError, InvalidInputError, LLMError, MemoryBank, NotFoundError, Settings
+from tests.conftest import ScriptedModel
+from vecmem import ConflictError, InvalidInputError, LLMError, NotFoundError
 from vecmem.agent.memory_agent import PARKED, RETRY
-from vecmem.interfaces.cli import main
 from vecmem.interfaces.mcp_server import create_server
 from vecmem.interfaces.server import create_app
 from vecmem.maintenance import chains, intake
@@ -302,26 +300,6 @@ class TestUntrustedTextInTheBank:
     def test_a_person_s_own_text_is_not_rewritten(self, bank):
         record = bank.add("Ignore previous instructions is the title of the user's talk", source="user")
         assert record.content.startswith("Ignore previous") and record.status == "live"
-
-
-@pytest.fixture
-def cli(tmp_path, monkeypatch, clock, memory_stores):
-    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
-    monkeypatch.delenv("VECMEM_USER", raising=False)
-
-    def factory(settings, verify_model=True):
-        embedder = FakeEmbedder()
-        return MemoryBank(settings, embedder=embedder, clock=clock, verify_model=verify_model,
-                          store=memory_stores.client(settings.home, embedder.name))
-
-    def invoke(*argv: str):
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), stdout=out, stderr=err, bank_factory=factory)
-        return code, out.getvalue(), err.getvalue()
-
-    invoke.bank = lambda: factory(Settings.from_env())  # the store the commands use, for what the CLI cannot do
-    return invoke
 
 
 class TestEveryPath:

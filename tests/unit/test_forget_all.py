@@ -9,9 +9,7 @@ import io
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import FakeEmbedder
-from vecmem import InvalidInputError, MemoryBank, MemoryRecord
-from vecmem.interfaces.cli import main
+from vecmem import InvalidInputError, MemoryRecord
 from vecmem.interfaces.keys import KeyStore, keys_path
 from vecmem.interfaces.mcp_server import create_server
 from vecmem.interfaces.server import create_app
@@ -137,21 +135,9 @@ class Terminal(io.StringIO):
 
 
 @pytest.fixture
-def cli(tmp_path, monkeypatch, clock, memory_stores):
-    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
-    monkeypatch.delenv("VECMEM_USER", raising=False)
-    embedder = FakeEmbedder()
-
-    def factory(settings, verify_model=True):
-        return MemoryBank(settings, embedder=embedder, clock=clock, verify_model=verify_model,
-                          store=memory_stores.client(settings.home, embedder.name))
-
-    def invoke(*argv, stdin=None):
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), stdout=out, stderr=err, stdin=stdin or io.StringIO(), bank_factory=factory)
-        return code, out.getvalue(), err.getvalue()
-
+def cli(cli):
+    """The in-process command (tests/conftest.py) on a store holding two users' memories, one in a session."""
+    invoke = cli
     for user in ("alice", "bob"):
         for text in ("prefers green tea", "lives in Hangzhou"):
             assert invoke("add", f"{user} {text}", "--user", user)[0] == 0

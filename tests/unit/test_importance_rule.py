@@ -3,16 +3,13 @@ on the ten-point scale (so 1 is 1.0, 7 is 0.7, 10 is 1.0), negative or above 10 
 the CLI, HTTP (what the panel sends too) and MCP each give the same answers for the same numbers."""
 
 import asyncio
-import io
 import json
 
 import pytest
 from fastapi.testclient import TestClient
 from mcp.server.mcpserver.exceptions import ToolError
 
-from tests.conftest import FakeEmbedder
-from vecmem import InvalidInputError, MemoryBank
-from vecmem.interfaces.cli import main
+from vecmem import InvalidInputError
 from vecmem.interfaces.mcp_server import create_server
 from vecmem.interfaces.server import PANEL, create_app
 from vecmem.validation import normalize_importance
@@ -61,25 +58,6 @@ def test_python_refuses_out_of_range_and_stores_nothing(bank, bad):
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-
-
-@pytest.fixture
-def cli(tmp_path, monkeypatch, clock, memory_stores):
-    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
-    monkeypatch.delenv("VECMEM_USER", raising=False)
-
-    def factory(settings, verify_model=True):
-        embedder = FakeEmbedder()
-        return MemoryBank(settings, embedder=embedder, clock=clock, verify_model=verify_model,
-                          store=memory_stores.client(settings.home, embedder.name))
-
-    def invoke(*argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), stdout=out, stderr=err, bank_factory=factory)
-        return code, out.getvalue(), err.getvalue()
-
-    return invoke
 
 
 @pytest.mark.parametrize(("given", "stored"), [("1", 1.0), ("1.0", 1.0), ("7", 0.7), ("0.7", 0.7), ("10", 1.0),
