@@ -122,8 +122,11 @@ class MemoryBank:
             confidence=confidence, user_id=user, context=context), self.settings)
         with self._lock:
             if memory_id is None:  # what is stored decides: an edited memory keeps the id its first text gave it
-                record = record.with_changes(id=intake.unused_id(self._store, record))
-            stored = self._writes.add(record)
+                free_id, held = intake.unused_id(self._store, record)
+                record = record.with_changes(id=free_id)
+                stored = self._writes.add(record, stored=[] if held is None else [held])
+            else:
+                stored = self._writes.add(record)
             if stored is not None:
                 return stored
             self._apply_caps([user])

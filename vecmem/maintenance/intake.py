@@ -88,21 +88,22 @@ def screened(record: MemoryRecord, settings: Settings) -> MemoryRecord:
     return record if status == record.status else record.with_changes(status=status)
 
 
-def unused_id(store: MemoryStore, record: MemoryRecord) -> str:
-    """The id a new memory given none gets: its content-derived id, unless that is held by a memory that says
-    something else now (edited since); then the first alternate that holds this statement already (so adding it
-    again is a dedupe) or is free. Deterministic, so two processes adding the same statement pick the same id."""
+def unused_id(store: MemoryStore, record: MemoryRecord) -> tuple[str, MemoryRecord | None]:
+    """The id a new memory given none gets, and the memory stored under it (None when it is free), so the caller
+    need not read it again: its content-derived id, unless that is held by a memory that says something else now
+    (edited since); then the first alternate that holds this statement already (so adding it again is a dedupe)
+    or is free. Deterministic, so two processes adding the same statement pick the same id."""
     base = content_id(record.user_id, record.scope, record.content)
     wanted = normalize_for_hash(record.content)
     held = store.get(record.user_id, [base]).get(base)
     if held is None or normalize_for_hash(held.content) == wanted:  # the common case: one read
-        return base
+        return base, held
     alternates = [f"{base}-{n}" for n in range(2, 2 + ALTERNATE_IDS)]
     stored = store.get(record.user_id, alternates)
     for memory_id in alternates:
         if memory_id in stored and normalize_for_hash(stored[memory_id].content) == wanted:
-            return memory_id
+            return memory_id, stored[memory_id]
     for memory_id in alternates:
         if memory_id not in stored:
-            return memory_id
-    return "m-" + uuid.uuid4().hex[:20]  # every alternate edited too: unique, if no longer deduplicated
+            return memory_id, None
+    return "m-" + uuid.uuid4().hex[:20], None  # every alternate edited too: unique, if no longer deduplicated

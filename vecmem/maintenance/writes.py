@@ -54,10 +54,12 @@ class WritePath:
         self.store.update_metadata(user, records)
         self.retriever.on_fields_changed(user, records)
 
-    def add(self, record: MemoryRecord) -> MemoryRecord | None:
+    def add(self, record: MemoryRecord, *, stored: Sequence[MemoryRecord] | None = None) -> MemoryRecord | None:
         """Store a new memory and return None; when its id is stored already, return the stored memory (with
-        its access statistics) if it says the same thing, and refuse the id otherwise."""
-        existing = self.store.get(record.user_id, [record.id]).get(record.id)
+        its access statistics) if it says the same thing, and refuse the id otherwise. ``stored``: what the
+        caller has just read under the id (empty when free), so it is not read again."""
+        existing = (self.store.get(record.user_id, [record.id]).get(record.id) if stored is None
+                    else next(iter(stored), None))
         if existing is None:
             self.write([record], new=True)
             return None
