@@ -223,6 +223,30 @@ def chroma_server(tmp_path_factory):
             process.kill()
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server on a free loopback port (tests/postgres.py), started once for the test session and
+    stopped after it; the test is skipped, saying why, where PostgreSQL is not installed (`make test` installs
+    it, as it installs Chromium)."""
+    from tests.postgres import postgres_bin, running_postgres
+
+    if postgres_bin() is None:
+        pytest.skip("PostgreSQL is not installed here (`make test` installs Debian's postgresql)")
+    with running_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+def state_url(postgres_server) -> str:
+    """The PostgreSQL server's URL; each test puts its state in a schema of its own (``state_schema``)."""
+    return postgres_server
+
+
+@pytest.fixture
+def state_schema() -> str:
+    return f"test_{uuid.uuid4().hex[:16]}"
+
+
 class MemoryStores:
     """The in-memory stores of one test, one per home folder: every bank opened on a home shares its store, as
     banks opened on one embedded Chroma folder share it, each bank with a client and a change feed of its own

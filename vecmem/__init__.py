@@ -48,6 +48,7 @@ from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
 from vecmem.storage.base import MemoryStore, UserWrite
 from vecmem.storage.changes import ChangeFeed, Changes
 from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.database import Cursor, Database, Transaction
 from vecmem.storage.memory import InMemoryStore
 from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task
 
@@ -75,6 +76,9 @@ __all__ = [
     "ChangeFeed",
     "Changes",
     "ChromaStore",
+    "Database",
+    "Transaction",
+    "Cursor",
     "DoctorReport",
     "Finding",
     "PruneCandidate",

@@ -15,6 +15,7 @@ registers (maintenance/learning.py: the agent is a layer above and cannot be imp
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -34,7 +35,6 @@ from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, Tik
 from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
 from vecmem.retrieval.retriever import Retriever
 from vecmem.retrieval.tokenize import warm_up as warm_tokenizer
-from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
 from vecmem.validation import (
@@ -56,16 +56,15 @@ class MemoryBank:
 
     All methods take ``user_id`` (default: ``Settings.default_user``); users never see each other's memories.
     A ``session_id`` makes a memory visible to that session only; global memories are visible everywhere.
-    A MemoryBank may be shared by the threads of one process: writes are serialised by a lock.
-    """
+    Threads may share a bank, and processes a store: each write holds its user's write lock in the shared
+    state (storage/database.py) from the reads it checks to the store's write."""
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  token_counter: TokenCounter | None = None, clock: Callable[[], datetime] | None = None,
                  verify_model: bool = True, store: MemoryStore | None = None,
                  learner: MessageLearner | None = None) -> None:
-        """``store``: a store the caller opened (the in-memory one of the tests, say), used as is and closed by
-        ``close``; without one the bank opens Chroma, on ``VECMEM_CHROMA_URL`` or embedded in ``VECMEM_HOME``.
-        ``learner``: what ``add_messages`` runs (default: the memory agent's, learning.py says why)."""
+        """``store``: a store the caller opened (the in-memory one of the tests), used as is and closed by ``close``
+        (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs (default: the agent's, learning.py)."""
         self._learner = learner
         self.settings = settings if settings is not None else Settings.from_env()
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
@@ -82,14 +81,19 @@ class MemoryBank:
             self._changes: ChangeFeed | None = self._store.changes
             if verify_model:
                 self._store.check_model()
-            self._access = AccessStats(self.settings.home / "access.sqlite3")
-            acquired.callback(self._access.close)
+            self._access, self._locks = opening.open_state(self.settings, acquired)
             self._retriever = Retriever(self._store, self.embedder, self.settings, self._access)
             acquired.callback(self._retriever.close)  # stops its vector loaders, drops the users' copies
             self._writes = WritePath(self._store, self._retriever, self._access, self.embedder.embed_documents)
             self._release = acquired.pop_all()  # close() releases the same parts in the same order
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
             self._release = opening.closing_last(self._release, store)
+
+    @contextlib.contextmanager
+    def _writing(self, users: Iterable[str]) -> Iterator[None]:
+        """This process's write lock, then the shared write locks of ``users``: what every write holds."""
+        with self._lock, self._locks.holding(users):
+            yield
 
     @property
     def location(self) -> str:
@@ -120,7 +124,7 @@ class MemoryBank:
             tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             content=content, importance=importance, scope=scope, created_at=created_at or self._clock(),
             confidence=confidence, user_id=user, context=context), self.settings)
-        with self._lock:
+        with self._writing([user]):
             if memory_id is None:  # what is stored decides: an edited memory keeps the id its first text gave it
                 free_id, held = intake.unused_id(self._store, record)
                 record = record.with_changes(id=free_id)
@@ -153,7 +157,7 @@ class MemoryBank:
         ``skipped``) unless ``overwrite``; an id outside ``validation.NEW_ID_RULE`` is refused. ``progress`` is
         called with the number of records handled so far.
         """
-        report, users = transfer.write_batched(records, self._writes, self._lock, overwrite=overwrite,
+        report, users = transfer.write_batched(records, self._writes, self._writing, overwrite=overwrite,
                                                progress=progress)
         self._apply_caps(users)
         return report
@@ -161,25 +165,28 @@ class MemoryBank:
     def update(self, memory_id: str, *, user_id: str | None = None, content: str | None = None,
                memory_type: str | None = None, importance: float | None = None, tags: Sequence[str] | None = None,
                confidence: float | None = None, context: str | None = None,
-               keep_history: bool = True) -> MemoryRecord:
+               keep_history: bool = True, expected_version: int | None = None) -> MemoryRecord:
         """Change fields of a memory, which keeps its id (new words are re-embedded and re-indexed); what it said
         before stays in ``history`` as a revision ``<id>@v<n>`` dated by this edit (edits.py), unless
-        ``keep_history=False`` (an adjustment that is not an edit, such as the templates' decay)."""
+        ``keep_history=False`` (an adjustment that is not an edit, such as the templates' decay). The fields given
+        are applied to the memory as stored under the write lock, so concurrent changes of different fields
+        merge; ``expected_version`` (the version the change was built on) refuses a stale one (edits.at_version)."""
         given = {"content": content, "type": memory_type, "importance": importance, "tags": tags,
                  "confidence": confidence, "context": context}
-        with self._lock:
+        user = self._user(user_id)
+        with self._writing([user]):
             changes = {name: value for name, value in given.items() if value is not None}
-            return edits.edit(self._writes, self._get(memory_id, user_id=user_id), changes, self._clock(),
-                              keep_history=keep_history)
+            stored = edits.at_version(self._get(memory_id, user_id=user), expected_version)
+            return edits.edit(self._writes, stored, changes, self._clock(), keep_history=keep_history)
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Mark ``old_id`` as replaced by ``new_id``: kept for history, never returned by search again. Only a
         memory seen wherever the old one is may replace it (global, or of the old one's session: chains.py)."""
-        with self._lock:
-            old, newer = self._get(old_id, user_id=user_id), self._get(new_id, user_id=user_id)
+        user = self._user(user_id)
+        with self._writing([user]):  # the chain is read and checked for a cycle under the lock, then written
+            old, newer = self._get(old_id, user_id=user), self._get(new_id, user_id=user)
             updated = chains.superseding(old, newer, chains.reader(self._store, old.user_id))
-            self._writes.rewrite_fields(updated.user_id, [updated])
-        return updated
+            return self._writes.rewrite_fields(updated.user_id, [updated])[0]
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryRecord]:
         """Every memory linked to this one by supersession, each before the memory that replaced it
@@ -189,15 +196,17 @@ class MemoryBank:
     def restore(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Undo a supersession: this memory is live again, the live one that replaced it superseded by it; returns
         it. A revision (kept by an edit) reverts its memory to what it says instead, and that memory is returned."""
-        with self._lock:
-            return edits.restore(self._writes, self._get(memory_id, user_id=user_id), self._clock())
+        user = self._user(user_id)
+        with self._writing([user]):
+            return edits.restore(self._writes, self._get(memory_id, user_id=user), self._clock())
 
     def forget(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Delete a memory for good, its earlier versions with it; returns what was deleted. What it had replaced
         is replaced by its own successor instead, or is live again (chains.unlinking); a crash half-way leaves it
         stored, and forgetting it again finishes (edits.forget)."""
-        with self._lock:
-            edits.forget(self._writes, record := self._get(memory_id, user_id=user_id))
+        user = self._user(user_id)
+        with self._writing([user]):
+            edits.forget(self._writes, record := self._get(memory_id, user_id=user))
         return record
 
     def forget_all(self, user_id: str, *, session_id: str | None = None) -> int:
@@ -205,7 +214,7 @@ class MemoryBank:
         ``session_id``, in any state, with revisions, access statistics and copies (erase.py); returns how many."""
         user = validate_identifier("user_id", user_id)
         session = None if session_id is None else self._scope(session_id)
-        with self._lock:
+        with self._writing([user]):
             return erase.erase(self._writes, user, session)
 
     # ------------------------------------------------------------------------------------------ reading
@@ -331,9 +340,8 @@ class MemoryBank:
         if not hygiene.active(self.settings):
             return []
         users = self.users() if user_id is None else [self._user(user_id)]
-        with self._lock:
-            return hygiene.archive_by_policy(self._store, self._access, users, self._clock, self.settings,
-                                             self._writes.rewrite_fields, dry_run=dry_run)
+        return hygiene.archive_by_policy(self._store, self._access, users, self._clock, self.settings,
+                                         self._writes.rewrite_fields, self._writing, dry_run=dry_run)
 
     def _apply_caps(self, users: Iterable[str]) -> None:
         """After a write: archive past a configured cap (counted on the in-memory catalogue: cheap under it)."""
@@ -343,8 +351,9 @@ class MemoryBank:
 
     def unarchive(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Bring an archived memory back into retrieval."""
-        with self._lock:
-            return review.move(self._writes, self._get(memory_id, user_id=user_id), frm="archived", to="live")
+        user = self._user(user_id)
+        with self._writing([user]):
+            return review.move(self._writes, self._get(memory_id, user_id=user), frm="archived", to="live")
 
     def review_queue(self, *, user_id: str | None = None) -> list[MemoryRecord]:
         """Extracted memories waiting for approval, oldest first."""
@@ -352,22 +361,24 @@ class MemoryBank:
 
     def approve(self, memory_id: str, *, user_id: str | None = None, content: str | None = None) -> MemoryRecord:
         """Let a pending memory into retrieval (source and confidence kept); ``content`` corrects it first."""
-        with self._lock:
+        user = self._user(user_id)
+        with self._writing([user]):
             if content is not None:  # corrected while still pending, so a failure leaves it in the queue
-                pending = review.require_status(self._get(memory_id, user_id=user_id), "pending")
+                pending = review.require_status(self._get(memory_id, user_id=user), "pending")
                 edits.edit(self._writes, pending, {"content": content}, self._clock())  # an edit like update's
-            return review.move(self._writes, self._get(memory_id, user_id=user_id), frm="pending", to="live")
+            return review.move(self._writes, self._get(memory_id, user_id=user), frm="pending", to="live")
 
     def reject(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Delete a pending memory for good."""
-        with self._lock:
-            return review.reject(self._writes, self._get(memory_id, user_id=user_id))
+        user = self._user(user_id)
+        with self._writing([user]):
+            return review.reject(self._writes, self._get(memory_id, user_id=user))
 
     def doctor(self, *, repair: bool = False) -> DoctorReport:
         """Examine the store (counts per user and type, unreadable rows, misplaced copies, dangling or cyclic
         supersession, keyword tokens out of step, model mismatch, stale access statistics, unfinished writes);
         with ``repair``, mend what can be mended without guessing (doctor.py says what)."""
-        with self._lock:
+        with self._writing(self.users()) if repair else self._lock:
             report = examine(self._store, self._access, self._changes, self.embedder.name, repair=repair,
                              rewrite=lambda user, records: self._writes.write(records))
             if repair and report.findings:
@@ -377,8 +388,8 @@ class MemoryBank:
     def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Re-embed every memory of every user with the configured model; returns memories per user."""
         dimension, batch_size = self.embedder.dimension, max(self.settings.embed_batch_size, 64)
-        with self._lock:
-            return self._writes.reembed_all(self.users(), dimension, batch_size, progress)
+        with self._writing(users := self.users()):
+            return self._writes.reembed_all(users, dimension, batch_size, progress)
 
     def _user(self, user_id: str | None) -> str:
         return validate_identifier("user_id", self.settings.default_user if user_id is None else user_id)

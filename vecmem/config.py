@@ -189,6 +189,16 @@ def _url(example: str) -> Check:
     return check
 
 
+def _database_url(value: Any) -> str | None:
+    if value is None:
+        return None
+    parsed = urlparse(str(value))
+    if parsed.scheme in ("postgresql", "postgres") and (parsed.hostname or parsed.query):
+        return None
+    shown = str(value) if parsed.password is None else str(value).replace(parsed.password, "***")
+    return f"must look like postgresql://user@host:port/database, got {shown!r}"
+
+
 def _validate(instance: DataclassInstance) -> None:
     """Normalise and check every declared field of ``instance``; a refusal names the field and its variable."""
     for f in fields(instance):
@@ -261,6 +271,10 @@ class Settings:
     chroma_url: str | None = setting("VECMEM_CHROMA_URL", None, _text, _url("http://host:port"))
     # with a Chroma server: the database (created when missing)
     chroma_database: str = setting("VECMEM_CHROMA_DATABASE", "default_database", _text, _non_empty)
+    # the state several processes share (change feed, access statistics, sessions, keys, write locks): unset, SQLite
+    # files in VECMEM_HOME (one machine); a PostgreSQL URL for workers on several homes or machines (database.py)
+    database_url: str | None = setting("VECMEM_DATABASE_URL", None, _text, _database_url, repr=False)
+    database_schema: str = setting("VECMEM_DATABASE_SCHEMA", "vecmem", _text, _non_empty)
     # a user with this many memories moves from the shared collection to collections of their own (chroma.py)
     dedicated_at: int = setting("VECMEM_DEDICATED_AT", 500, _integer, _at_least(1))
     # the memory budget of the caches of one process, in MiB

@@ -67,12 +67,14 @@ class NotFoundError(VecmemError, KeyError):
 class ConflictError(VecmemError):
     """The request is well formed, but what is stored refuses it: approving a memory that is not pending,
     restoring one that is not superseded, reusing an id for other text, a supersession that would form a cycle
-    or cross scopes. Trying again will not help until the state changes; ``field`` names what conflicts.
-    HTTP answers 409."""
+    or cross scopes, an update built on a version of the memory that is no longer the stored one (then
+    ``current_version`` says which is). Trying again will not help until the state changes; ``field`` names what
+    conflicts. HTTP answers 409."""
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, *, current_version: int | None = None) -> None:
         self.field = field
         self.reason = reason
+        self.current_version = current_version
         super().__init__(f"{field}: {reason}")
 
 

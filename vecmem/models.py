@@ -87,6 +87,9 @@ class MemoryRecord:
     user_id: str = "default"
     context: str = ""  # found-by text for keyword search only (surrounding turns); never shown to the model
     status: MemoryStatus = LIVE  # live | archived | pending: only live memories (not superseded) are retrieved
+    # 1 when created, one more with every write that changes it: an update built on an older version is refused
+    # (``MemoryBank.update(expected_version=...)``, HTTP 409) instead of overwriting what another client wrote
+    version: int = 1
 
     def __post_init__(self) -> None:
         normalised = {
@@ -111,6 +114,8 @@ class MemoryRecord:
         }
         if isinstance(self.access_count, bool) or not isinstance(self.access_count, int) or self.access_count < 0:
             raise InvalidInputError("access_count", f"must be a non-negative integer, got {self.access_count!r}")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise InvalidInputError("version", f"must be a positive integer, got {self.version!r}")
         if normalised["superseded_by"] == normalised["id"]:
             raise InvalidInputError("superseded_by", "a memory cannot supersede itself")
         for name, value in normalised.items():

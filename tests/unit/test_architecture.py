@@ -25,6 +25,8 @@ SDK_HOME = {
     "mcp": "interfaces/mcp_server.py",
     "bm25s": "retrieval/keyword.py",
     "jieba": "retrieval/tokenize.py",
+    "psycopg": "storage/postgres.py",
+    "psycopg_pool": "storage/postgres.py",
 }
 
 

@@ -268,7 +268,7 @@ def main(
         bank = bank or MemoryBank(settings)
         agent = MemoryAgent(
             bank,
-            SessionStore(settings.home / "sessions.sqlite3"),
+            SessionStore.open(settings),
             model=chat_model_from_settings(settings) if model is _UNSET else model,
             user_id=args.user,
             session_id=args.session or datetime.now().strftime("chat-%Y%m%d-%H%M%S"),

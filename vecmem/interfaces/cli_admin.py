@@ -127,13 +127,13 @@ def tcp_port(text: str) -> int:
 def serve(ctx: Context) -> int:
     import uvicorn
 
-    from vecmem.interfaces.keys import KeyStore, keys_path  # fastapi and uvicorn only for this command
+    from vecmem.interfaces.keys import KeyStore  # fastapi and uvicorn only for this command
     from vecmem.interfaces.server import check_binding, create_app
 
     settings = ctx.settings()
     host, port = ctx.args.host, ctx.args.port
     token = ctx.args.token or settings.api_token
-    keys = KeyStore(keys_path(settings.home))
+    keys = KeyStore.open(settings)
     check_binding(host, token, keys=keys.any_valid())
     allowed = [*settings.allowed_hosts, *ctx.args.allow_host, *([] if host in _WILDCARDS else [host])]
     try:  # bound before saying "serving", so a port in use is one clear line
@@ -158,9 +158,9 @@ def serve(ctx: Context) -> int:
     _JSON,
 )
 def keys(ctx: Context) -> int:
-    from vecmem.interfaces.keys import KeyStore, keys_path
+    from vecmem.interfaces.keys import KeyStore
 
-    store = KeyStore(keys_path(ctx.settings().home))
+    store = KeyStore.open(ctx.settings())
     try:
         return _keys_action(ctx, store)
     finally:

@@ -277,7 +277,7 @@ def decisions(ctx: Context) -> int:
 
     settings = ctx.settings()
     user = ctx.user or settings.default_user
-    logged = SessionStore(settings.home / "sessions.sqlite3").decisions(user, ctx.args.session, limit=ctx.args.limit)
+    logged = SessionStore.open(settings).decisions(user, ctx.args.session, limit=ctx.args.limit)
     if ctx.args.json:
         ctx.emit_json([
             {"session_id": d.session_id, "text": d.text, "kept": d.kept, "stage": d.stage,

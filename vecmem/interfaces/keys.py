@@ -4,7 +4,8 @@
 A key is ``vmk_<id>_<secret>``: ``id`` (12 hex digits) names the key in ``vecmem keys list`` and ``revoke``;
 ``secret`` is 32 random bytes (URL-safe base64). Only the SHA-256 of the whole key is stored, in
 ``VECMEM_HOME/keys.sqlite3`` (mode 0600, and SQLite gives its -wal and -shm files the same mode): the secret is
-printed once, at creation, and cannot be read back. A presented key is looked up by its id and its hash
+printed once, at creation, and cannot be read back. With ``VECMEM_DATABASE_URL`` the keys live in the shared
+PostgreSQL database instead, so a key made on one worker opens every worker. A presented key is looked up by its id and its hash
 compared with ``hmac.compare_digest``, so the comparison takes the same time whatever the key.
 """
 
@@ -18,8 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
+from vecmem.storage.database import Database
 from vecmem.storage.sqlite import SQLiteFile
+from vecmem.storage.state import state_database
 from vecmem.validation import validate_identifier
 
 __all__ = ["ADMIN", "ApiKey", "KeyStore", "Principal", "keys_path"]
@@ -82,11 +86,19 @@ def _owner_only(path: Path) -> None:
 
 
 class KeyStore:
-    """The key file of one VECMEM_HOME."""
+    """The keys of one store: a path (the key file of a VECMEM_HOME) or a ``Database`` (the shared one)."""
 
-    def __init__(self, path: Path) -> None:
-        _owner_only(path)
-        self._db = SQLiteFile(path, _SCHEMA, label="key file")
+    def __init__(self, where: Path | Database) -> None:
+        if isinstance(where, Path):
+            _owner_only(where)
+            where = SQLiteFile(where, "", label="key file")
+        self._db: Database = where
+        self._db.create(_SCHEMA)
+
+    @classmethod
+    def open(cls, settings: Settings) -> KeyStore:
+        """The configured store's keys: VECMEM_HOME's key file, or the shared state database."""
+        return cls(state_database(settings, keys_path(settings.home).name, "key store"))
 
     def create(self, user_id: str | None) -> tuple[ApiKey, str]:
         """A new key for ``user_id`` (None: an admin key); returns it and its secret, shown this once."""

@@ -38,7 +38,7 @@ from vecmem.errors import (
     VecmemError,
     is_user_error,
 )
-from vecmem.interfaces.keys import KeyStore, Principal, keys_path
+from vecmem.interfaces.keys import KeyStore, Principal
 from vecmem.interfaces.server_schemas import (
     IDENTIFIER_SCHEMA,
     Approval,
@@ -115,12 +115,12 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
                allowed_hosts: Iterable[str] = ()) -> FastAPI:
     """The API on ``bank``. ``token``: the admin key (--token / VECMEM_API_TOKEN); ``keys``: the key file
     (default: VECMEM_HOME's); ``allowed_hosts``: Host names besides the loopback ones (--allow-host)."""
-    sessions = SessionStore(bank.settings.home / "sessions.sqlite3")  # where the chat records its hit rate
+    sessions = SessionStore.open(bank.settings)  # where the chat records its hit rate
     app = FastAPI(title="vecmem", version="0.1.0", docs_url=None, redoc_url=None,
                   description="Long-term memory for LLM agents: add, search (with score parts), manage. "
                               f"State-changing requests must send `{CSRF_HEADER}: 1`; once any key is "
                               "configured every route needs `Authorization: Bearer <key>`.")
-    key_store = keys or KeyStore(keys_path(bank.settings.home))
+    key_store = keys or KeyStore.open(bank.settings)
     app.add_middleware(Guard, token=token, keys=key_store, allowed_hosts=allowed_hosts)
     described: dict[bool, dict[str, Any]] = {}  # with the key required, and without (none configured yet)
 
@@ -143,7 +143,8 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
         else:
             status = 500
         field = error.field if isinstance(error, (InvalidInputError, ConflictError)) else None
-        return _error(status, str(error), field)
+        version = error.current_version if isinstance(error, ConflictError) else None
+        return _error(status, str(error), field, extra={} if version is None else {"current_version": version})
 
     @app.exception_handler(RequestValidationError)
     def malformed(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -234,10 +235,12 @@ def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | N
 
     @app.patch("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
     def update(memory_id: _MemoryId, changes: Changes, user: str | None = user) -> dict[str, Any]:
-        """Change fields of a memory; it keeps its id, and what it said before stays in its history."""
+        """Change fields of a memory; it keeps its id, and what it said before stays in its history. The fields
+        given are applied to the memory as stored now; with ``version``, only if it is still that version (409
+        with ``current_version`` otherwise)."""
         return bank.update(memory_id, user_id=user, content=changes.content, memory_type=changes.type,
                            importance=changes.importance, tags=changes.tags, confidence=changes.confidence,
-                           context=changes.context).to_dict()
+                           context=changes.context, expected_version=changes.version).to_dict()
 
     @app.delete("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
     def forget(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
@@ -356,5 +359,7 @@ def _field_of(problem: Any) -> str:
     return location[1]
 
 
-def _error(status: int, message: str, field: str | None, headers: Any = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": message, "field": field}, headers=headers)
+def _error(status: int, message: str, field: str | None, headers: Any = None,
+           extra: dict[str, Any] | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": message, "field": field, **(extra or {})},
+                        headers=headers)

@@ -129,6 +129,11 @@ class Changes(_Body):
     confidence: Annotated[float | None, WithJsonSchema({"anyOf": [_UNIT, {"type": "null"}]}),
                           Field(description="New confidence, in [0, 1].")] = None
     context: Context = None
+    version: Annotated[int | None, BeforeValidator(_whole)] = Field(
+        None, ge=1, description="The version this change was built on (the memory's `version` when it was read): if "
+                                "the memory changed since, the answer is 409 with `current_version` and nothing is "
+                                "written. Absent: the fields given are applied to the memory as it is now, so "
+                                "clients changing different fields at once both keep their change.")
 
 
 class SearchRequest(_Body):
@@ -218,6 +223,8 @@ class MemoryOut(BaseModel):
     user_id: str = Field(description="Whose memory it is.")
     context: str = Field(description="Text it is also found by (keyword search only).")
     status: MemoryStatus = Field(description="live, archived (by the forgetting policy) or pending (review).")
+    version: int = Field(description="1 when stored, one more with every change: send it back with an update "
+                                     "to refuse overwriting a change made since.")
 
 
 class HitOut(BaseModel):
@@ -324,6 +331,8 @@ class ErrorBody(BaseModel):
     error: str = Field(description="What went wrong, for a person.")
     field: str | None = Field(description="The request field at fault (a body field, a parameter, a header "
                                           "such as Host or Authorization), or null.")
+    current_version: int | None = Field(None, description="Only with a 409 for an update built on an older version "
+                                                          "(field `version`): the memory's version now.")
 
 
 _WHY = {
@@ -331,7 +340,9 @@ _WHY = {
     403: "Refused: a cross-origin request, a state-changing request without X-Vecmem-Request: 1, a per-user key "
          "naming another user or calling a route over every user, or (with no key configured) a non-local client.",
     404: "No memory with that id for that user.",
-    409: "Another process holds the embedded store.",
+    409: "What is stored refuses the request: a memory not in the state the route needs, an id used for other "
+         "text, a supersession that would loop, an update built on an older version (current_version), or "
+         "another process holding the embedded store.",
     421: "The Host header is not a name this server answers for (loopback names or --allow-host).",
     422: "A value the API refuses; field names it.",
     500: "The store or the embedding model failed.",

@@ -70,7 +70,7 @@ def examine(
     configured_model: str,
     *,
     repair: bool,
-    rewrite: Callable[[str, list[MemoryRecord]], None],
+    rewrite: Callable[[str, list[MemoryRecord]], object],
 ) -> DoctorReport:
     """Examine every user; with ``repair``, mend what can be mended. ``rewrite(user, records)`` stores records
     with fresh vectors and keyword tokens (the bank's own write path)."""
@@ -94,11 +94,11 @@ def _examine_user(
     stored_model: tuple[str, int] | None,
     counts: dict[str, int],
     repair: bool,
-    rewrite: Callable[[str, list[MemoryRecord]], None],
+    rewrite: Callable[[str, list[MemoryRecord]], object],
 ) -> list[Finding]:
     found: list[Finding] = []
 
-    def report(kind: str, ids: list[str], detail: str, repairable: bool, mend: Callable[[], None] | None) -> None:
+    def report(kind: str, ids: list[str], detail: str, repairable: bool, mend: Callable[[], object] | None) -> None:
         repaired = False
         if repair and repairable and mend is not None:
             mend()

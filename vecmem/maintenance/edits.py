@@ -22,9 +22,19 @@ from vecmem.maintenance import chains
 from vecmem.maintenance.writes import WritePath
 from vecmem.models import MemoryRecord
 
-__all__ = ["EDITABLE", "edit", "forget", "restore", "revert"]
+__all__ = ["EDITABLE", "at_version", "edit", "forget", "restore", "revert"]
 
 EDITABLE = ("content", "type", "importance", "tags", "confidence", "context")  # what update() may change
+
+
+def at_version(record: MemoryRecord, expected_version: int | None) -> MemoryRecord:
+    """``record`` (as stored, read under the user's write lock), or ConflictError when the caller built its change
+    on another version of it (``None``: the caller applies its fields to whatever is stored)."""
+    if expected_version is not None and record.version != expected_version:
+        raise ConflictError("version", f"memory {record.id} is at version {record.version}, not {expected_version}: "
+                            "it changed since it was read; read it again and apply the change to what it says "
+                            "now", current_version=record.version)
+    return record
 
 
 def edit(writes: WritePath, record: MemoryRecord, changes: Mapping[str, object], edited_at: datetime, *,
@@ -68,8 +78,7 @@ def restore(writes: WritePath, record: MemoryRecord, edited_at: datetime) -> Mem
     if chains.revision_number(record) is not None:
         return revert(writes, record, edited_at)
     changed = chains.restoration(record, chains.reader(writes.store, record.user_id))
-    writes.rewrite_fields(record.user_id, changed)
-    return changed[0]
+    return writes.rewrite_fields(record.user_id, changed)[0]
 
 
 def _next_revision(writes: WritePath, record: MemoryRecord) -> int:

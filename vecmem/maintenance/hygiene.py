@@ -25,6 +25,7 @@ importance weight in the reranker.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -108,19 +109,22 @@ def archive_by_policy(
     users: Iterable[str],
     clock: Callable[[], datetime],
     settings: Settings,
-    archive: Callable[[str, list[MemoryRecord]], None],
+    archive: Callable[[str, list[MemoryRecord]], object],
+    locked: Callable[[Iterable[str]], AbstractContextManager[object]],
     *,
     dry_run: bool,
 ) -> list[PruneCandidate]:
     """Plan each user's archiving (access statistics applied, so recall keeps memories fresh) and, unless
-    ``dry_run``, hand the archived records to ``archive(user, records)``, the caller's write path. Returns every
+    ``dry_run``, hand the archived records to ``archive(user, records)``, the caller's write path, each user
+    holding ``locked([user])`` (the bank's write lock: one user at a time, never a whole store). Returns every
     candidate, per user in ``plan``'s order."""
     chosen: list[PruneCandidate] = []
     for user in users:
-        records = access.apply(list(store.scan(user, MemoryFilter(all_sessions=True))))
-        picked = plan(records, clock(), settings)
-        if picked and not dry_run:
-            archive(user, [candidate.record.with_changes(status="archived") for candidate in picked])
+        with locked([user]):
+            records = access.apply(list(store.scan(user, MemoryFilter(all_sessions=True))))
+            picked = plan(records, clock(), settings)
+            if picked and not dry_run:
+                archive(user, [candidate.record.with_changes(status="archived") for candidate in picked])
         chosen.extend(picked)
     return chosen
 

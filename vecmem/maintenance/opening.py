@@ -1,10 +1,13 @@
-"""Where a bank's store comes from when it is given none, and the order its parts are let go in.
+"""Where a bank's store and state come from when it is given none, and the order its parts are let go in.
 
-Chroma on ``VECMEM_CHROMA_URL`` (a server: other clients' writes are seen through the count check), or
-embedded in ``VECMEM_HOME``: then with the process lock (one process per embedded store, storage/lock.py) and the
-change feed the banks of this process announce their writes on, so each other's copies stay exact. Each part
-is registered on the caller's ``ExitStack`` as soon as it is taken, so a failure half-way (a model mismatch, an
-unreadable file) releases what was taken, newest first, and leaves the lock free.
+Chroma on ``VECMEM_CHROMA_URL`` (a server, which several processes and machines may write to), or embedded in
+``VECMEM_HOME`` (then with the process lock: one process per embedded store, storage/lock.py). Either way the
+change feed lives in the state database (storage/database.py: VECMEM_HOME's files, or the PostgreSQL database
+of ``VECMEM_DATABASE_URL``), every writer announces its writes there so each process's copies stay exact, and
+the store records which state that is (its *claim*), so a process with its state elsewhere is refused instead
+of silently writing past the others. Each part is registered on the caller's ``ExitStack`` as soon as it is
+taken, so a failure half-way (a model mismatch, an unreadable file) releases what was taken, newest first,
+and leaves the lock free.
 """
 
 from __future__ import annotations
@@ -12,28 +15,52 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from vecmem.config import Settings
+from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.database import WriteLocks
 from vecmem.storage.lock import StoreLock
+from vecmem.storage.state import state_database, write_locks
 
-__all__ = ["closing_last", "open_store"]
+__all__ = ["claim_store", "closing_last", "open_state", "open_store"]
 
 
-def open_store(settings: Settings, model_name: str, acquired: ExitStack) -> MemoryStore:
-    """The configured Chroma store for embedding model ``model_name``, each part registered on ``acquired``."""
-    if settings.chroma_url:
-        opened = ChromaStore(model_name=model_name, url=settings.chroma_url, database=settings.chroma_database,
-                             dedicated_at=settings.dedicated_at)
-    else:
+def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take_over: bool = False) -> MemoryStore:
+    """The configured Chroma store for embedding model ``model_name``, each part registered on ``acquired``.
+    ``take_over``: claim the store for this state even when another state claimed it (``vecmem claim``)."""
+    if not settings.chroma_url:
         lock = StoreLock(settings.home)
         acquired.callback(lock.release)
-        changes = ChangeFeed(settings.home / "changes.sqlite3")
-        acquired.callback(changes.close)
+    changes = ChangeFeed(state_database(settings, "changes.sqlite3", "change feed"))
+    acquired.callback(changes.close)
+    if settings.chroma_url:
+        opened = ChromaStore(model_name=model_name, url=settings.chroma_url, database=settings.chroma_database,
+                             changes=changes, dedicated_at=settings.dedicated_at)
+    else:
         opened = ChromaStore(model_name=model_name, path=settings.home / "chroma", changes=changes,
                              dedicated_at=settings.dedicated_at)
     acquired.callback(opened.close)
+    opened.claim(take_over=take_over)
     return opened
+
+
+def open_state(settings: Settings, acquired: ExitStack) -> tuple[AccessStats, WriteLocks]:
+    """The access statistics and the users' write locks of the configured state, each registered on ``acquired``."""
+    access = AccessStats(state_database(settings, "access.sqlite3", "access statistics"))
+    acquired.callback(access.close)
+    locks = write_locks(settings)
+    acquired.callback(locks.close)
+    return access, locks
+
+
+def claim_store(settings: Settings, model_name: str) -> str:
+    """Make the configured state the one the configured store is shared through, whatever claimed it before
+    (``vecmem claim``); returns where that state is."""
+    with ExitStack() as acquired:
+        store = open_store(settings, model_name, acquired, take_over=True)
+        assert store.changes is not None, "a Chroma store opened here always has its change feed"
+        return store.changes.where
 
 
 def closing_last(release: ExitStack, store: MemoryStore) -> ExitStack:

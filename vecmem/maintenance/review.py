@@ -34,8 +34,7 @@ def moved(record: MemoryRecord, *, frm: str, to: str) -> MemoryRecord:
 def move(writes: WritePath, record: MemoryRecord, *, frm: str, to: str) -> MemoryRecord:
     """Move ``record`` from status ``frm`` to ``to`` and store it through ``writes``; returns it moved."""
     changed = moved(record, frm=frm, to=to)
-    writes.rewrite_fields(changed.user_id, [changed])
-    return changed
+    return writes.rewrite_fields(changed.user_id, [changed])[0]
 
 
 def reject(writes: WritePath, record: MemoryRecord) -> MemoryRecord:

@@ -111,16 +111,18 @@ def import_lines(
 def write_batched(
     records: Iterable[MemoryRecord],
     writes: WritePath,
-    lock: AbstractContextManager[object],
+    locked: Callable[[Iterable[str]], AbstractContextManager[object]],
     *,
     overwrite: bool,
     progress: Callable[[int], None] | None,
 ) -> tuple[ImportReport, list[str]]:
     """Embed and write records in batches of WRITE_BATCH, the next batch embedded while this one is written
-    through ``writes`` (holding ``lock``, the bank's write lock, only while it writes).
+    through ``writes`` (holding ``locked(users)``, the bank's write locks of the batch's users, only while it
+    writes).
 
     A record whose id is already stored, or came earlier in ``records``, is skipped unless ``overwrite`` (then
-    the last of repeated ids wins). An id outside NEW_ID_RULE raises InvalidInputError as its batch is gathered:
+    the last of repeated ids wins); whether it is stored is asked again under the locks, so a record another
+    process wrote while this batch was embedded is skipped too, not overwritten. An id outside NEW_ID_RULE raises InvalidInputError as its batch is gathered:
     that batch is never written, batches already written stay. ``progress`` is called with the number of
     records handled so far. Returns the report and the users written to (sorted), whose caps the caller applies.
     """
@@ -128,12 +130,19 @@ def write_batched(
     scheduled: set[tuple[str, str]] = set()
     waiting: tuple[list[MemoryRecord], Future[np.ndarray]] | None = None
 
-    def finish(batch: list[MemoryRecord], vectors: Future[np.ndarray]) -> int:
+    def finish(batch: list[MemoryRecord], vectors: Future[np.ndarray]) -> tuple[int, int]:
+        """Write what is still unstored of the batch; (added, skipped)."""
         embedded = vectors.result()
-        if batch:
-            with lock:
-                writes.write(batch, vectors=embedded, new=not overwrite)
-        return len(batch)
+        if not batch:
+            return 0, 0
+        with locked({record.user_id for record in batch}):
+            keep = list(range(len(batch)))
+            if not overwrite:
+                stored = writes.store.stored_ids(_ids_by_user(batch))
+                keep = [i for i, record in enumerate(batch) if record.id not in stored.get(record.user_id, ())]
+            if keep:
+                writes.write([batch[i] for i in keep], vectors=embedded[keep], new=not overwrite)
+        return len(keep), len(batch) - len(keep)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vecmem-embed") as embedding:
         for batch in _batches(records, WRITE_BATCH):
@@ -142,15 +151,24 @@ def write_batched(
             handled += len(batch)
             future = embedding.submit(writes.embed_documents, [r.content for r in fresh])
             if waiting is not None:
-                added += finish(*waiting)
+                wrote, raced = finish(*waiting)
+                added, skipped = added + wrote, skipped + raced
                 if progress is not None:
                     progress(handled - len(batch))
             waiting = (fresh, future)
         if waiting is not None:
-            added += finish(*waiting)
+            wrote, raced = finish(*waiting)
+            added, skipped = added + wrote, skipped + raced
     if progress is not None:
         progress(handled)
     return ImportReport(added=added, skipped=skipped), sorted({user for user, _ in scheduled})
+
+
+def _ids_by_user(records: Iterable[MemoryRecord]) -> dict[str, list[str]]:
+    by_user: dict[str, list[str]] = {}
+    for record in records:
+        by_user.setdefault(record.user_id, []).append(record.id)
+    return by_user
 
 
 def _unseen(

@@ -19,7 +19,13 @@ from vecmem.retrieval.retriever import Retriever
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore, UserWrite
 
-__all__ = ["WritePath"]
+__all__ = ["WritePath", "next_versions"]
+
+
+def next_versions(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """Each record as the next version of itself (the caller read it, under the user's write lock, from the
+    store: no other writer can have moved the stored version past it meanwhile)."""
+    return [MemoryRecord.trusted(**{**record.__dict__, "version": record.version + 1}) for record in records]
 
 
 class WritePath:
@@ -32,11 +38,16 @@ class WritePath:
         self.access = access
         self.embed_documents = embed_documents
 
-    def write(self, records: Sequence[MemoryRecord], *, vectors: np.ndarray | None = None, new: bool = False) -> None:
+    def write(self, records: Sequence[MemoryRecord], *, vectors: np.ndarray | None = None,
+              new: bool = False) -> list[MemoryRecord]:
         """Embed (unless ``vectors`` are given), tokenize and store records of any users: vectors and keywords
-        of every user in one store write (a few Chroma calls for a batch of many small users). ``new``: the ids are known not to be stored yet (nothing to move)."""
+        of every user in one store write (a few Chroma calls for a batch of many small users). ``new``: the ids
+        are known not to be stored yet (nothing to move), and the records are stored as given; otherwise each is
+        the next version of what it replaces (``version`` one higher). Returns the records as stored."""
         if not records:
-            return
+            return []
+        if not new:
+            records = next_versions(records)
         if vectors is None:
             vectors = self.embed_documents([r.content for r in records])
         tokens = [memory_tokens(r) for r in records]
@@ -48,11 +59,15 @@ class WritePath:
         self.store.upsert_many(batch, new=new)
         for write in batch:
             self.retriever.on_written(write.user_id, write.records, write.keywords, write.embeddings)
+        return list(records)
 
-    def rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> None:
-        """Store changed fields of memories whose content, tags and context (so vector and keywords) stay."""
+    def rewrite_fields(self, user: str, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """Store changed fields of memories whose content, tags and context (so vector and keywords) stay, each
+        as the next version of what it was; returns them as stored."""
+        records = next_versions(records)
         self.store.update_metadata(user, records)
         self.retriever.on_fields_changed(user, records)
+        return records
 
     def add(self, record: MemoryRecord, *, stored: Sequence[MemoryRecord] | None = None) -> MemoryRecord | None:
         """Store a new memory and return None; when its id is stored already, return the stored memory (with
@@ -74,9 +89,9 @@ class WritePath:
         if (updated.content, updated.tags, updated.context, updated.type) != (
             record.content, record.tags, record.context, record.type
         ):
-            self.write([updated])
-        elif updated != record:
-            self.rewrite_fields(updated.user_id, [updated])
+            return self.write([updated])[0]
+        if updated != record:
+            return self.rewrite_fields(updated.user_id, [updated])[0]
         return updated
 
     def delete(self, record: MemoryRecord) -> None:

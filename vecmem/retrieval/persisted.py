@@ -75,18 +75,18 @@ class ReplicaFiles:
 
     def _identity(self) -> dict[str, Any]:
         feed = self.store.changes
-        inode = os.stat(feed.path).st_ino if feed is not None else None  # a feed deleted and made anew differs
-        return {"model": self.store.model_name, "location": self.store.location, "feed": inode}
+        state = feed.identity() if feed is not None else None  # a feed deleted and made anew differs
+        return {"model": self.store.model_name, "location": self.store.location, "feed": state}
 
     def every_change(self, user: str, seen: int) -> Changes:
         """Every writer's changes after row ``seen``, this process's own included: a file saved earlier does not
         hold what this process wrote since, and the store's feed leaves a bank's own writes out (it applied
-        them itself). Read through a second connection, whose own writer never writes."""
+        them itself). Read through a second reader of the feed, whose own writer never writes."""
         feed = self.store.changes
         assert feed is not None, "files are used only with a change feed"
         with self._lock:
             if self._reader is None:
-                self._reader = ChangeFeed(feed.path)
+                self._reader = feed.reader()
             reader = self._reader
         return reader.since(user, seen)
 

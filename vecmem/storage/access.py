@@ -4,8 +4,8 @@ Every search that returns memories counts an access. Writing that into Chroma wo
 (5 to 16 ms, and at 100,000 memories a batch of them stalls concurrent searches by 100 ms and more), so the
 counts live in ``VECMEM_HOME/access.sqlite3`` instead: an upsert per returned memory, well under a
 millisecond, atomic across processes (``count = count + 1``). Records read through the bank carry these
-values; Chroma's copy of the two fields is only the starting point (an imported count, or 0). With a Chroma
-server, each client machine keeps its own table.
+values; Chroma's copy of the two fields is only the starting point (an imported count, or 0). The table is
+part of the state database (database.py): workers sharing a PostgreSQL one count into the same table.
 """
 
 from __future__ import annotations
@@ -15,22 +15,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vecmem.models import MemoryRecord
+from vecmem.storage.database import Database
 from vecmem.storage.sqlite import SQLiteFile
 
 __all__ = ["AccessStats"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS access (
-    user_id TEXT NOT NULL, memory_id TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
-    PRIMARY KEY (user_id, memory_id)) WITHOUT ROWID;
+    user_id TEXT NOT NULL, memory_id TEXT NOT NULL, count {bigint} NOT NULL, last {float} NOT NULL,
+    PRIMARY KEY (user_id, memory_id)){rowid};
 """
 _CHUNK = 500  # ids per IN (...) query, inside SQLite's variable limit
 
 
 class AccessStats:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._db = SQLiteFile(path, _SCHEMA, label="access statistics", timeout=30, synchronous="NORMAL")
+    """The statistics in a state database: a path (its SQLite file) or a ``Database`` (the shared one)."""
+
+    def __init__(self, where: Path | Database) -> None:
+        self._db: Database = (SQLiteFile(where, "", label="access statistics", timeout=30, synchronous="NORMAL")
+                              if isinstance(where, Path) else where)
+        self._db.create(_SCHEMA)
 
     def _write(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
         with self._db.transaction(immediate=False) as db:
@@ -40,7 +44,8 @@ class AccessStats:
         """Count one access of each record (its stored count is the start for a first access)."""
         self._write(
             "INSERT INTO access (user_id, memory_id, count, last) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (user_id, memory_id) DO UPDATE SET count = count + 1, last = max(last, excluded.last)",
+            "ON CONFLICT (user_id, memory_id) DO UPDATE SET count = access.count + 1, "
+            "last = CASE WHEN excluded.last > access.last THEN excluded.last ELSE access.last END",
             [(r.user_id, r.id, r.access_count + 1, when.timestamp()) for r in records],
         )
 

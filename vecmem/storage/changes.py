@@ -1,13 +1,13 @@
-"""A feed of which memories were changed, in order, by every bank writing to one embedded store.
+"""A feed of which memories were changed, in order, by every bank writing to one store, in every process.
 
 A search keeps each user's memories in memory (the keyword index, the catalogue of scopes and types, the
 records themselves, and for long-running processes the vectors) because every Chroma call costs at least
 0.6 ms and a record read 0.1 to 0.2 ms more. Those copies are only as good as their knowledge of other banks'
-writes, so every write to the store is announced here (``VECMEM_HOME/changes.sqlite3``), and before each search
-a bank reads what others changed since it last looked (one indexed SQLite query, about 0.05 ms) and re-reads
-just those memories from Chroma. The writers are the banks of one process (``lock.py`` lets one process at a
-time open an embedded store); the feed is a file, not a list in memory, so that it needs no change should
-Chroma's embedded mode ever serve several processes, and so a write interrupted by a crash is known as such.
+writes, so every write to the store is announced here, and before each search a bank reads what others
+changed since it last looked (one indexed query: 0.05 ms in SQLite, a few tenths of a millisecond in
+PostgreSQL) and re-reads just those memories from Chroma. The feed lives in the state database (database.py):
+``VECMEM_HOME/changes.sqlite3`` for the processes of one machine, or the PostgreSQL database every worker of a
+Chroma server shares, so a worker's copies see every other worker's writes.
 
 A write is announced twice: ``begin`` before Chroma is touched, ``end`` after it returned or failed. A reader
 that sees a ``begin`` without its ``end`` treats the memory as unsettled and reads it from Chroma on every
@@ -15,22 +15,28 @@ search until the ``end`` arrives; if the writer was killed in between, the memor
 Chroma. So a copy is never older than the last write that finished, and a write in flight or interrupted is
 never served from a copy.
 
-The feed keeps its newest ``KEEP_ROWS`` rows. A reader that fell further behind than that (or that sees a
-``reset``, written by a reindex) rebuilds its copy from the store.
+**Rows are numbered in the order they commit.** A reader remembers the last number it read and next asks for
+the rows after it, so a row that committed after a higher-numbered one would never be read. SQLite's write
+lock serialises appends; in PostgreSQL, where numbers are handed out before commit, each append first takes
+one advisory lock for the feed (``Transaction.exclusive``), held until it commits.
 
-With a Chroma server there is no feed: clients on other machines would not write to this file. Searches then
-read their records from Chroma and check the keyword index against the store's counts (see retrieval.py).
+The feed keeps its newest ``KEEP_ROWS`` rows. A reader that fell further behind than that (or that sees a
+``reset``, written by a reindex or a move between layouts) rebuilds its copy from the store.
+
+The feed also names the state it belongs to (``identity``): a random id made once, which a Chroma store
+records so that two processes with different state (two homes, or a home and a PostgreSQL database) cannot
+both write to it (chroma_registry.py, ``claim``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vecmem.storage.database import Database, Transaction
 from vecmem.storage.sqlite import SQLiteFile
 
 __all__ = ["ChangeFeed", "Changes", "RESET"]
@@ -39,12 +45,14 @@ RESET = "*"  # memory_id of a row meaning "everything of this user changed" (a r
 KEEP_ROWS = 200_000  # rows kept; a reader further behind rebuilds (two rows per memory written)
 _PRUNE_EVERY = 5_000  # rows written between two checks of the feed's length
 _BEGIN, _DONE, _FAILED = 0, 1, 2
+_FEED_LOCK = "vecmem change feed"  # what an append holds until it commits (PostgreSQL), see the docstring
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS changes (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
+    seq {serial}, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
     writer TEXT NOT NULL, phase INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_user ON changes (user_id, seq);
-CREATE TABLE IF NOT EXISTS feed (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS feed (key TEXT PRIMARY KEY, value {bigint} NOT NULL){rowid};
+CREATE TABLE IF NOT EXISTS state_identity (key TEXT PRIMARY KEY, value TEXT NOT NULL){rowid};
 """
 
 
@@ -60,12 +68,45 @@ class Changes:
 
 
 class ChangeFeed:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    """The feed in a state database: a path (its SQLite file) or a ``Database`` (the shared PostgreSQL one)."""
+
+    def __init__(self, where: Path | Database, *, _owns: bool = True) -> None:
         self.writer = uuid.uuid4().hex  # this feed object's writes, which its own reader has applied already
         # WAL + synchronous NORMAL: a power cut may drop the last rows
-        self._db = SQLiteFile(path, _SCHEMA, label="change feed", timeout=30, synchronous="NORMAL")
+        self._db: Database = (SQLiteFile(where, "", label="change feed", timeout=30, synchronous="NORMAL")
+                              if isinstance(where, Path) else where)
+        if _owns:
+            self._db.create(_SCHEMA)
+        self._owns = _owns
+        self.where = self._db.where
         self._written = 0
+        self._identity: str | None = None
+
+    def reader(self) -> ChangeFeed:
+        """Another reader of the same feed, with a writer id of its own: its ``since`` leaves out none of this
+        feed's writes (a saved replica must learn this process's own writes too, persisted.py)."""
+        return ChangeFeed(self._db, _owns=False)
+
+    def identity(self) -> str:
+        """The state's id: made by the first process that asks, the same for every process afterwards."""
+        if self._identity is None:
+            self._identity = self._made_identity()
+        return self._identity
+
+    def _made_identity(self) -> str:
+        with self._db.transaction() as db:
+            db.exclusive(_FEED_LOCK)
+            row = db.execute("SELECT value FROM state_identity WHERE key = 'id'").fetchone()
+            if row is not None:
+                return str(row[0])
+            made = uuid.uuid4().hex
+            db.execute("INSERT INTO state_identity (key, value) VALUES ('id', ?)", (made,))
+            return made
+
+    @property
+    def shared(self) -> bool:
+        """Whether the feed is in a database every worker can reach (PostgreSQL), not a file of one machine."""
+        return self._db.dialect != "sqlite"
 
     # ------------------------------------------------------------------------------------------ writing
 
@@ -101,6 +142,7 @@ class ChangeFeed:
         """One transaction adding a row per (user, memory id) in this phase."""
         rows = [(user_id, memory_id, self.writer, phase) for user_id, memory_id in changed]
         with self._db.transaction() as db:
+            db.exclusive(_FEED_LOCK)
             db.executemany("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, ?, ?, ?)", rows)
             self._written += len(rows)  # under the file's lock, as the transaction is
             if self._written >= _PRUNE_EVERY:
@@ -108,7 +150,7 @@ class ChangeFeed:
                 self._prune(db)
 
     @staticmethod
-    def _prune(db: sqlite3.Connection) -> None:
+    def _prune(db: Transaction) -> None:
         """Drop the rows older than the newest KEEP_ROWS, noting how far (inside the caller's transaction)."""
         newest = db.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
         cut = newest - KEEP_ROWS
@@ -128,6 +170,12 @@ class ChangeFeed:
         """Whether another writer touched the user's memories after row ``since``."""
         return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
                                (user_id, since, self.writer)))
+
+    def reset_since(self, user_id: str, since: int) -> bool:
+        """Whether another writer announced a reset of the user (a move between layouts, a reindex) after row
+        ``since``."""
+        return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND memory_id = ? "
+                                   "AND writer != ? LIMIT 1", (user_id, since, RESET, self.writer)))
 
     def unsettled(self, user_id: str, up_to: int) -> dict[str, int]:
         """{memory id: writes begun and not ended} among the rows up to ``up_to``: writes in flight when a
@@ -162,7 +210,8 @@ class ChangeFeed:
         return changes
 
     def close(self) -> None:
-        self._db.close()
+        if self._owns:
+            self._db.close()
 
 
 def _settle(open_writes: dict[str, int], memory_id: str, step: int) -> None:

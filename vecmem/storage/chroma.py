@@ -94,12 +94,18 @@ class ChromaStore:
         else:
             self.location = url if database == DEFAULT_DATABASE else f"{url} (database {database})"
         self._layout = ChromaCollections(open_client(path=path, url=url, database=database), model_name, changes,
-                                         dedicated_at)
+                                         dedicated_at, self.location)
         self._threads = SearchThreads()
 
     @property
     def _client(self) -> Any:  # the raw Chroma client, for tests that recreate what a crash leaves behind
         return self._layout.client
+
+    def claim(self, *, take_over: bool = False) -> None:
+        """Record this store's change feed as the state its writers share; ConfigError when the store is shared
+        through another one (chroma_registry.py, ``claim``), unless ``take_over``."""
+        if self.changes is not None:
+            self._layout.claim(self.changes.identity(), self.changes.where, take_over=take_over)
 
     def close(self) -> None:
         """Stop the search threads. The Chroma client stays open: chromadb shares one per folder or server

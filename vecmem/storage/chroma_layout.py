@@ -64,8 +64,8 @@ class ChromaCollections(ChromaRegistry):
     """The collections of one store: a user's looked up once and cached, created on a user's first write."""
 
     def __init__(self, client: Any, model_name: str, changes: ChangeFeed | None,
-                 dedicated_at: int = DEDICATED_AT) -> None:
-        super().__init__(client, model_name)
+                 dedicated_at: int = DEDICATED_AT, where: str = "") -> None:
+        super().__init__(client, model_name, where)
         self.changes, self.dedicated_at = changes, dedicated_at
         self._known: dict[str, dict[str, Any]] = {}  # user -> {type: collection or place} of those that exist
         self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
@@ -86,6 +86,7 @@ class ChromaCollections(ChromaRegistry):
         dimension (a write), the missing ones are created. ``verify``: raise EmbeddingMismatchError for one
         built with another model."""
         wanted = MEMORY_TYPES if types is None else tuple(types)
+        self._forget_if_moved([user_id])
         with self._lock:
             known = self._cached(user_id, wanted)
         if known is None:  # opening may move the user's memories: no write of this process may run meanwhile
@@ -120,6 +121,7 @@ class ChromaCollections(ChromaRegistry):
         collection listing for all), and the new places recorded in one registry write. ``verify``: as in
         ``typed``."""
         made: list[tuple[str, str, str, Iterable[str]]] = []
+        self._forget_if_moved(list(wanted))
         with self.writing, self._lock:
             unknown = [user for user, types in wanted.items() if self._cached(user, tuple(types)) is None]
             if unknown:
@@ -140,6 +142,17 @@ class ChromaCollections(ChromaRegistry):
         for collections in found.values() if verify else ():
             self._verify(collections.values())
         return found
+
+    def _forget_if_moved(self, user_ids: Sequence[str]) -> None:
+        """Forget what is known of these users' layout when another process moved or reindexed them since it was
+        looked up (it announced a reset): their memories are elsewhere now. A move made here updated it here."""
+        if self.changes is None:
+            return
+        with self._lock:
+            resolved = {user: self._resolved[user] for user in user_ids if user in self._known}
+        for user, moment in resolved.items():
+            if self.changes.reset_since(user, int(moment)):
+                self.refresh(user)
 
     def _cached(self, user_id: str, wanted: Sequence[str]) -> dict[str, Any] | None:
         """What is known of the user's collections; None when unknown, or when a missing one may exist by now

@@ -4,6 +4,12 @@ collections, and the registry (``vecmem-registry``).
 The registry's metadata records the store's embedding model and dimension; its rows, one per user (id: the
 user's key), say which layout the user is in, which shared collection holds them and which types they have
 there (``chroma_layout.py`` says what each means). ``ChromaCollections`` adds each user's part on top.
+
+**The claim** (``vecmem-state``): which state database (database.py) the store's writers share, by the id
+its change feed made. Every process that writes to a store must announce its writes on one feed and take
+its locks in one place, or another process's copies go stale and concurrent updates are lost; a process
+whose state is elsewhere (a second worker with a home of its own and no ``VECMEM_DATABASE_URL``) is refused
+with a message saying so, rather than let to write. ``vecmem claim`` moves a store to another state on purpose.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vecmem.errors import EmbeddingMismatchError
+from vecmem.errors import ConfigError, EmbeddingMismatchError
 from vecmem.storage.chroma_client import chroma_errors, create_or_existing, found_or_none
 from vecmem.storage.chroma_moves import REBUILD_SUFFIX
 from vecmem.storage.chroma_shared import (
@@ -31,6 +37,7 @@ from vecmem.storage.chroma_shared import (
 __all__ = ["SCHEMA_VERSION", "ChromaRegistry"]
 
 _REGISTRY = "vecmem-registry"
+_CLAIM = "vecmem-state"
 SCHEMA_VERSION = 3  # 1: one collection per user; 2: one per user and type; 3: small users shared
 _ENTRY_PAGE = 500  # registry rows read by one Chroma call
 
@@ -38,9 +45,10 @@ _ENTRY_PAGE = 500  # registry rows read by one Chroma call
 class ChromaRegistry:
     """A store's collections by name, its shared collections and its registry."""
 
-    def __init__(self, client: Any, model_name: str) -> None:
+    def __init__(self, client: Any, model_name: str, where: str = "") -> None:
         self.client = client
         self.model_name = model_name
+        self.where = where  # the folder or server, for messages
         self._shared: dict[str, Any] = {}  # name -> shared collection
         self._lock = threading.RLock()
 
@@ -117,6 +125,27 @@ class ChromaRegistry:
             if stored.get("embed_model") != self.model_name and not replace:
                 raise EmbeddingMismatchError(*model_of(stored), self.model_name)
             registry.modify(metadata=metadata)
+
+    def claim(self, state_id: str, where: str, *, take_over: bool = False) -> None:
+        """Record that the state ``state_id`` (at ``where``) coordinates this store, when no state does yet (or
+        ``take_over``); refuse with ConfigError when another one does."""
+        wanted = {"state_id": state_id, "state_where": where}
+        claim = self.get(_CLAIM) or self.create(_CLAIM, wanted)
+        stored = claim.metadata or {}
+        if stored.get("state_id") == state_id:
+            if stored.get("state_where") != where:
+                with chroma_errors("recording the state database"):
+                    claim.modify(metadata=wanted)  # the same state, reached another way (a moved home)
+            return
+        if not take_over:
+            raise ConfigError(
+                f"the store {self.where} is shared through the state in {stored.get('state_where', '?')}, not "
+                f"{where}: every process writing to one store must share its state, or they lose each other's "
+                "writes. Point this one at it (the same VECMEM_HOME on this machine, or the same "
+                "VECMEM_DATABASE_URL for workers; see the README's 'Several processes'), or run `vecmem claim` "
+                "to move the store to this state for good")
+        with chroma_errors("recording the state database"):
+            claim.modify(metadata=wanted)
 
     def entry(self, user_id: str) -> dict[str, Any] | None:
         """The user's registry row (layout, shared, types), or None for a user it does not know."""

@@ -54,6 +54,7 @@ def to_metadata(record: MemoryRecord) -> dict[str, Any]:
         "tags": list(record.tags),
         "context": record.context,
         "status": record.status,
+        "version": record.version,
     }
     return {
         "type": record.type,
@@ -86,6 +87,7 @@ def from_row(memory_id: str, document: str | None, metadata: dict[str, Any] | No
             user_id=str(meta.get("user_id", "default")),
             context=meta.get("context") or "",
             status=str(meta.get("status") or "live"),
+            version=int(meta.get("version", 1)),
         )
     except (TypeError, ValueError, OverflowError) as exc:  # json.JSONDecodeError is a ValueError
         raise StoreError(f"memory {memory_id} in the store is unreadable: {exc}") from exc

@@ -1,8 +1,8 @@
 """Conversation state that is not long-term memory: short-term turns, the task in progress (working memory),
 the write gate's decision log, summary bookkeeping and hit-rate counters.
 
-It lives in one SQLite file, ``VECMEM_HOME/sessions.sqlite3`` (also when memories live on a Chroma server),
-so a chat can be stopped and resumed with ``--session``.
+It lives in the state database (database.py): ``VECMEM_HOME/sessions.sqlite3``, or the PostgreSQL database
+every worker shares, so a chat can be stopped and resumed with ``--session``, on any worker.
 
 A user turn is stored with a status: ``pending`` until the write step has run for it, then ``kept`` (the gate
 kept it and its memories were written) or ``dropped`` (the gate dropped it). A turn whose write step failed
@@ -17,28 +17,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from vecmem.config import Settings
 from vecmem.errors import InvalidInputError
+from vecmem.storage.database import Database
 from vecmem.storage.sqlite import SQLiteFile
+from vecmem.storage.state import state_database
 
 __all__ = ["SessionStore", "StoredTurn", "Task", "LoggedDecision", "SessionCounters"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
-    role TEXT NOT NULL, content TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL);
+    id {serial}, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    role TEXT NOT NULL, content TEXT NOT NULL, status TEXT NOT NULL, created_at {float} NOT NULL);
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, id);
 CREATE TABLE IF NOT EXISTS tasks (
     user_id TEXT NOT NULL, session_id TEXT NOT NULL, goal TEXT NOT NULL, steps TEXT NOT NULL,
-    results TEXT NOT NULL, started_at REAL NOT NULL, PRIMARY KEY (user_id, session_id));
+    results TEXT NOT NULL, started_at {float} NOT NULL, PRIMARY KEY (user_id, session_id));
 CREATE TABLE IF NOT EXISTS decisions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, session_id TEXT NOT NULL, text TEXT NOT NULL,
-    kept INTEGER NOT NULL, stage TEXT NOT NULL, memory_type TEXT, reason TEXT NOT NULL, created_at REAL NOT NULL);
+    id {serial}, user_id TEXT NOT NULL, session_id TEXT NOT NULL, text TEXT NOT NULL,
+    kept INTEGER NOT NULL, stage TEXT NOT NULL, memory_type TEXT, reason TEXT NOT NULL, created_at {float} NOT NULL);
 CREATE TABLE IF NOT EXISTS window_memories (
-    user_id TEXT NOT NULL, session_id TEXT NOT NULL, memory_id TEXT NOT NULL);
+    id {serial}, user_id TEXT NOT NULL, session_id TEXT NOT NULL, memory_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (
     user_id TEXT NOT NULL, session_id TEXT NOT NULL, kept_turns INTEGER NOT NULL DEFAULT 0,
-    local_summaries TEXT NOT NULL DEFAULT '[]', injected INTEGER NOT NULL DEFAULT 0,
-    used INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (user_id, session_id));
+    local_summaries TEXT NOT NULL DEFAULT '[]', injected {bigint} NOT NULL DEFAULT 0,
+    used {bigint} NOT NULL DEFAULT 0, PRIMARY KEY (user_id, session_id));
 """
 
 
@@ -102,9 +105,18 @@ class SessionCounters:
 class SessionStore:
     """Short-term and working memory of every (user, session), in one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._db = SQLiteFile(path, _SCHEMA, label="session store")  # SQLite's default sync: FULL
+    def __init__(self, where: Path | Database) -> None:
+        """``where``: the state database, a path (its SQLite file) or a ``Database`` (the shared one)."""
+        self._db: Database = (SQLiteFile(where, "", label="session store")  # SQLite's default sync: FULL
+                              if isinstance(where, Path) else where)
+        self._db.create(_SCHEMA)
+        # the order rows were added in: a file made before window_memories had an id column has only its rowid
+        self._added_order = "rowid" if self._db.dialect == "sqlite" else "id"
+
+    @classmethod
+    def open(cls, settings: Settings) -> SessionStore:
+        """The configured store's sessions: VECMEM_HOME/sessions.sqlite3, or the shared state database."""
+        return cls(state_database(settings, "sessions.sqlite3", "session store"))
 
     def close(self) -> None:
         self._db.close()
@@ -187,7 +199,9 @@ class SessionStore:
         if not goal:
             raise InvalidInputError("task", "give the goal of the task")
         self._db.fetch(
-            "INSERT OR REPLACE INTO tasks (user_id, session_id, goal, steps, results, started_at) VALUES (?,?,?,?,?,?)",
+            "INSERT INTO tasks (user_id, session_id, goal, steps, results, started_at) VALUES (?,?,?,?,?,?) "
+            "ON CONFLICT (user_id, session_id) DO UPDATE SET goal = excluded.goal, steps = excluded.steps, "
+            "results = excluded.results, started_at = excluded.started_at",
             (user_id, session_id, goal, "[]", "[]", _now()),
         )
         return Task(goal)
@@ -258,7 +272,7 @@ class SessionStore:
         return int(rows[0][0]), int(rows[0][1])
 
     def _ensure_counters(self, user_id: str, session_id: str) -> None:
-        self._db.fetch("INSERT OR IGNORE INTO counters (user_id, session_id) VALUES (?, ?)", (user_id, session_id))
+        self._db.fetch("INSERT INTO counters (user_id, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING", (user_id, session_id))
 
     def note_kept_turn(self, user_id: str, session_id: str, memory_ids: list[str]) -> int:
         """Count a kept turn and remember the memories it wrote for the next local summary; returns the count."""
@@ -276,7 +290,7 @@ class SessionStore:
 
     def window_memories(self, user_id: str, session_id: str) -> list[str]:
         rows = self._db.fetch(
-            "SELECT memory_id FROM window_memories WHERE user_id = ? AND session_id = ? ORDER BY rowid",
+            f"SELECT memory_id FROM window_memories WHERE user_id = ? AND session_id = ? ORDER BY {self._added_order}",
             (user_id, session_id),
         )
         return list(dict.fromkeys(row[0] for row in rows))
