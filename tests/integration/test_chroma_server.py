@@ -22,7 +22,8 @@ from vecmem.storage.chroma_layout import ChromaCollections
 
 @pytest.fixture
 def server_settings(chroma_server, tmp_path):
-    return Settings(home=tmp_path / "unused", chroma_url=chroma_server)
+    """A store of the test's own on the shared server (a store is shared through one state: this test's home)."""
+    return Settings(home=tmp_path / "home", chroma_url=chroma_server, chroma_database=f"test-{uuid.uuid4().hex[:16]}")
 
 
 def test_add_search_filters_and_isolation_over_http(server_settings, clock):
@@ -36,8 +37,8 @@ def test_add_search_filters_and_isolation_over_http(server_settings, clock):
     assert {h.id for h in bank.search("server side memory", 10, user_id=user, session_id="s1")} == {g.id, s1.id}
     assert bank.search("server side memory", 10, user_id=user + "-other") == []
     assert bank.get(g.id, user_id=user).access_count == 2
-    assert not (server_settings.home / "chroma").exists()  # nothing was written locally
-    assert bank.location == server_settings.chroma_url
+    assert not (server_settings.home / "chroma").exists()  # no memory was written locally (only the state)
+    assert bank.location.startswith(server_settings.chroma_url)
 
 
 def test_model_record_and_reindex_over_http(server_settings):

@@ -62,7 +62,7 @@ from vecmem.storage.chroma_layout import (
     user_key,
 )
 from vecmem.storage.chroma_search import SearchThreads, filtered_search, plan_searches
-from vecmem.storage.chroma_shared import SharedPlace, shared_nearest, typed_rows
+from vecmem.storage.chroma_shared import SharedPlace, shared_nearest, typed_rows, with_vectors
 from vecmem.storage.rows import from_row, to_metadata, where_clause
 
 __all__ = ["ChromaStore", "where_clause"]
@@ -180,8 +180,8 @@ class ChromaStore:
 
         def one(item: tuple[str, list[str]]) -> list[tuple[str, np.ndarray]]:
             memory_type, wanted = item
-            with chroma_errors("reading embeddings"):
-                rows = collections[memory_type].get(ids=wanted, include=["embeddings"])
+            rows = with_vectors(lambda: collections[memory_type].get(ids=wanted, include=["embeddings"]),
+                                "reading embeddings")
             if not rows["ids"]:  # none of them is stored there (a memory that moved to another type)
                 return []
             matrix = np.asarray(rows["embeddings"], dtype=np.float32).reshape(len(rows["ids"]), -1)
@@ -204,8 +204,14 @@ class ChromaStore:
         include = ["documents", "metadatas", "embeddings"] if embeddings else ["documents", "metadatas"]
         found: dict[str, tuple[MemoryRecord, np.ndarray | None, list[str] | None]] = {}
         for memory_type, wanted in plan.items():
-            with chroma_errors("reading memories"):
-                rows = collections[memory_type].get(ids=wanted, include=include)
+            def read(collection: Any = collections[memory_type], ids: list[str] = wanted) -> Any:
+                return collection.get(ids=ids, include=include)
+
+            if embeddings:
+                rows = with_vectors(read, "reading memories", torn_is_error=True)
+            else:
+                with chroma_errors("reading memories"):
+                    rows = read()
             vectors = rows["embeddings"] if embeddings else [None] * len(rows["ids"])
             for memory_id, document, metadata, vector in zip(
                 rows["ids"], rows["documents"], rows["metadatas"], vectors, strict=True

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "PLACE_KEY", "SHARED_BUCKETS", "SHARED_HNSW", "SHARED_PREFIX", "USER_PREFIX", "SharedPlace", "collection_name",
     "documents_of", "typed_rows", "model_of", "pages", "shared_model_prefix", "shared_name", "shared_nearest",
-    "user_key",
+    "user_key", "with_vectors",
 ]
 
 USER_PREFIX = "vecmem-u-"
@@ -242,20 +242,25 @@ class SharedPlace:
             self.shared.delete(ids=self.row_ids(ids))
 
 
-def _with_vectors(read: Any) -> Any:
+def with_vectors(read: Any, action: str = "searching memories", *, torn_is_error: bool = False) -> Any:
     """A read whose ids and vectors pair up. A Chroma server can answer a read that races a write with the new
-    ids but not yet their vectors (seen in the conformance suite's threaded test, under load); read once more,
-    and if the answer is still torn, count those rows as not yet written: the search then sees the state before
-    that write, which is a state the store passed through."""
+    ids but not yet their vectors (seen in the conformance suite's threaded test, under load, and between two
+    workers, one searching while the other forgets); read once more, and if the answer is still torn, count
+    those rows as not yet written: the caller then sees the state before that write, which is a state the store
+    passed through. ``torn_is_error``: raise StoreError instead (a reader that would take the missing rows for
+    deleted ones: the replica re-reading another writer's memories)."""
     for _ in range(2):
-        with chroma_errors("searching memories"):
+        with chroma_errors(action):
             rows = read()
         vectors = rows.get("embeddings")
         if vectors is not None and len(vectors) == len(rows["ids"]):
             return rows
-    log.warning("the Chroma server returned %d rows without their vectors twice; searching without them",
+    if torn_is_error:
+        raise StoreError(f"{action} failed: the Chroma server returned {len(rows['ids'])} rows without their vectors "
+                         "twice (a write was in progress); try again")
+    log.warning("the Chroma server returned %d rows without their vectors twice; reading on without them",
                 len(rows["ids"]))
-    return {"ids": [], "embeddings": []}
+    return {"ids": [], "embeddings": [], "documents": [], "metadatas": []}
 
 
 def _ranked(ids: Sequence[str], matrix: np.ndarray, query: np.ndarray, n_results: int) -> tuple[list[int], list[float]]:
@@ -292,7 +297,7 @@ def shared_nearest(
 
         def read() -> Any:
             return places[0].shared.get(ids=row_ids, include=["embeddings"])
-    rows = _with_vectors(read)
+    rows = with_vectors(read)
     keep = [p for p, row_id in enumerate(rows["ids"]) if row_id.split(":", 1)[0] + ":" in by_prefix]
     if not keep:
         return []
