@@ -22,7 +22,8 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 import hypothesis.strategies as st
 import pytest
@@ -146,8 +147,8 @@ def test_concurrent_updates_of_different_fields_on_two_workers_both_survive(pair
     for round_number in range(20):
         memory = a.ok("POST", "/memories", {"content": f"merge round {round_number}"}, user=user)["id"]
         importance, tags = round(0.11 + round_number / 40, 3), [f"round-{round_number}"]
-        answers = together(lambda: a.call("PATCH", f"/memories/{memory}", {"importance": importance}, user=user),
-                           lambda: b.call("PATCH", f"/memories/{memory}", {"tags": tags}, user=user))
+        answers = together(partial(a.call, "PATCH", f"/memories/{memory}", {"importance": importance}, user=user),
+                           partial(b.call, "PATCH", f"/memories/{memory}", {"tags": tags}, user=user))
         assert [status for status, _ in answers] == [200, 200], answers
         stored = b.ok("GET", f"/memories/{memory}", user=user)
         lost += (stored["importance"] != importance) + (stored["tags"] != tags)
@@ -174,8 +175,8 @@ def test_crossed_supersessions_on_two_workers_never_close_a_cycle(pair):
     for round_number in range(20):
         first = a.ok("POST", "/memories", {"content": f"cycle {round_number} first lantern"}, user=user)["id"]
         second = a.ok("POST", "/memories", {"content": f"cycle {round_number} second lantern"}, user=user)["id"]
-        answers = together(lambda: a.call("POST", f"/memories/{first}/supersede", {"new_id": second}, user=user),
-                           lambda: b.call("POST", f"/memories/{second}/supersede", {"new_id": first}, user=user))
+        answers = together(partial(a.call, "POST", f"/memories/{first}/supersede", {"new_id": second}, user=user),
+                           partial(b.call, "POST", f"/memories/{second}/supersede", {"new_id": first}, user=user))
         assert sorted(status for status, _ in answers) == [200, 409], answers
         live = [i for i in ids_found(b, user, f"cycle {round_number} lantern") if i in (first, second)]
         assert len(live) == 1
@@ -214,7 +215,7 @@ class TwoWorkers(RuleBasedStateMachine):
     """One user's memories, every request to the next worker in turn; after each step the other worker must
     agree with the model exactly."""
 
-    pair: list[Worker] = []
+    pair: ClassVar[list[Worker]] = []
     memories = Bundle("memories")
 
     def __init__(self) -> None:
