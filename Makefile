@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser eval bench bench-users bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval bench bench-users bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -53,6 +53,13 @@ browser:
 	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver \
 	  || echo "vecmem: could not install chromium; the panel test will be skipped"; fi
 
+# The tests of several workers start their own PostgreSQL server from Debian's postgresql package (the state
+# workers share, VECMEM_DATABASE_URL); vecmem itself needs it only when that variable is set.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v postgres >/dev/null; then \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql \
+	  || echo "vecmem: could not install postgresql; the tests of several workers will be skipped"; fi
+
 # The fast lane: unit tests on the in-memory store and the conformance suite's in-memory half; no real Chroma,
 # no model, no server.
 FAST_MARKERS ?= not slow
@@ -70,7 +77,7 @@ contracts: install
 fast: install
 	$(BIN)/python -m pytest tests/unit tests/conformance -q -m "$(FAST_MARKERS)"
 
-test: install browser
+test: install browser postgres
 	$(BIN)/python -m pytest
 
 BENCH_ARGS ?= --n 5000 --queries 200

@@ -95,3 +95,32 @@ def test_a_server_that_goes_away_is_a_store_error(tmp_path):
         store.users()
     assert isinstance(caught.value.__cause__, httpx.ConnectError)
     store.close()
+
+
+def test_a_second_home_on_one_store_is_refused_until_it_claims_the_store(server_settings, tmp_path, monkeypatch):
+    """Two processes with states of their own would lose each other's writes; the second is refused in one line,
+    and `vecmem claim` moves the store to its state on purpose (the first is refused from then on)."""
+    import io
+
+    from vecmem.interfaces.cli import main
+
+    def vecmem(home, *argv, stdin=""):
+        monkeypatch.setenv("VECMEM_HOME", str(home))
+        monkeypatch.setenv("VECMEM_CHROMA_URL", server_settings.chroma_url)
+        monkeypatch.setenv("VECMEM_CHROMA_DATABASE", server_settings.chroma_database)
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), stdout=out, stderr=err, stdin=io.StringIO(stdin),
+                    bank_factory=lambda settings, verify_model=True: MemoryBank(settings, embedder=FakeEmbedder(),
+                                                                                verify_model=verify_model))
+        return code, out.getvalue(), err.getvalue()
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert vecmem(first, "add", "the first home wrote this")[0] == 0
+    code, _, err = vecmem(second, "list")
+    assert code == 2 and err.count("\n") == 1 and "share its state" in err and str(first) in err
+    assert vecmem(second, "claim")[0] == 2  # no terminal, no --yes: a usage error, nothing changed
+    assert vecmem(first, "list")[0] == 0
+    code, out, _ = vecmem(second, "claim", "--yes")
+    assert code == 0 and str(second) in out
+    assert "the first home wrote this" in vecmem(second, "list")[1]
+    assert vecmem(first, "list")[0] == 2

@@ -1,5 +1,6 @@
-"""The Python example in the README runs as written."""
+"""The README's examples run as written: the Python API, the agent loop, several workers."""
 
+import json
 import re
 
 from tests.conftest import REPO
@@ -44,3 +45,28 @@ def test_readme_agent_loop_runs_against_a_chat_completions_server(tmp_path, monk
     second_call = json.loads(printed[1].removeprefix("assistant: "))
     assert any("allergic to peanuts" in text for text in second_call)  # learnt in turn one, recalled in two
     assert [r.content for r in namespace["bank"].list_memories()] == ["The user is allergic to peanuts."]
+
+
+def test_readme_several_workers_example_runs(tmp_path, chroma_server, postgres_server, state_schema):
+    """The 'Several processes' shell block, with this run's Chroma server, PostgreSQL, ports and folders: the
+    second worker finds what the first one stored."""
+    import os
+    import subprocess
+    import uuid
+
+    from tests.conftest import VENV_BIN, _free_port
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", readme, re.S) if b.startswith("# several workers")]
+    first, second = _free_port(), _free_port()
+    script = (block.replace("http://127.0.0.1:8000", chroma_server)
+              .replace("postgresql://vecmem@127.0.0.1:5432/vecmem", postgres_server)
+              .replace("8001", str(first)).replace("8002", str(second)).replace("/srv/vecmem", str(tmp_path)))
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("VECMEM_")}
+    environment.update(PATH=f"{VENV_BIN}:{environment.get('PATH', '')}", VECMEM_DATABASE_SCHEMA=state_schema,
+                       VECMEM_CHROMA_DATABASE=f"readme-{uuid.uuid4().hex[:12]}")
+    finished = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env=environment)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    added, found = (json.loads(line) for line in finished.stdout.splitlines() if line.startswith(("{", "[")))
+    assert added["content"] == "The user deploys on Fridays"
+    assert [hit["id"] for hit in found] == [added["id"]]

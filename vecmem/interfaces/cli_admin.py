@@ -1,6 +1,6 @@
 """`vecmem` commands that look after the store as a whole and serve it: reindex, prune, the review queue
-(review, approve, reject, unarchive), serve, its API keys (keys), mcp and doctor. Each is declared on its handler (see
-cli_command.py)."""
+(review, approve, reject, unarchive), serve, its API keys (keys), mcp, doctor and claim. Each is declared on its
+handler (see cli_command.py)."""
 
 from __future__ import annotations
 
@@ -236,3 +236,28 @@ def doctor(ctx: Context) -> int:
     if not report.findings:
         print("no problems found", file=ctx.out)
     return EXIT_OK if report.healthy else EXIT_FAILURE
+
+
+@commands.command(
+    "claim", "make this process's state (VECMEM_HOME's files, or VECMEM_DATABASE_URL) the one the store is shared "
+             "through, replacing the state another home or database claimed it for",
+    arg("--yes", action="store_true", help="needed to take the store over without a question at a terminal"),
+    per_user=False,
+)
+def claim(ctx: Context) -> int:
+    from vecmem.maintenance.opening import claim_store  # Chroma only for this command
+
+    if not ctx.args.yes:
+        if not ctx.stdin.isatty():
+            raise UsageError("claim: give --yes to take the store over (every process still using the old state "
+                             "must be stopped first)")
+        print("Every process still writing through the old state must be stopped first; access statistics, "
+              "sessions and keys of the old state stay behind. Take the store over? [y/N] ", end="", file=ctx.out,
+              flush=True)
+        if ctx.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("nothing changed", file=ctx.out)
+            return EXIT_OK
+    settings = ctx.settings()
+    where = claim_store(settings, settings.embed_model)
+    print(f"the store is now shared through the state in {where}", file=ctx.out)
+    return EXIT_OK
