@@ -152,7 +152,8 @@ class Retriever:
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
         fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight)
-        ranked = self._preselect(user, candidates, fusion, view, now)
+        used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
+        ranked = self._preselect(candidates, fusion, view, now, used)
         pairs: list[tuple[MemoryRecord, float]] = []
         parts: dict[str, tuple[float | None, float | None]] = {}
         fetched = 0
@@ -161,7 +162,7 @@ class Retriever:
         while len(pairs) < k and fetched < len(ranked):
             chosen = ranked[fetched : fetched + (k - len(pairs)) + FETCH_SPARES]
             fetched += len(chosen)
-            for record in self.access.apply(self._replicas.records(user, snapshot, chosen, view)):
+            for record in self.access.apply(self._replicas.records(user, snapshot, chosen, view), known=used):
                 if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
                     continue
                 similarity, dense_part, relative = fusion.parts(record.id)
@@ -185,11 +186,11 @@ class Retriever:
                                                sizes=view.type_sizes)
             dense.update(zip(ids, cosines, strict=True))
 
-    def _preselect(self, user: str, candidates: list[str], fusion: Fusion, view: FilterView, now: datetime) -> list[str]:
+    def _preselect(self, candidates: list[str], fusion: Fusion, view: FilterView, now: datetime,
+                   used: Mapping[str, tuple[int, float]]) -> list[str]:
         """The candidates, best first by the reranker's own score computed from the in-memory catalogue and
-        the access statistics, so that only the best few are fetched from Chroma."""
+        the access statistics (``used``), so that only the best few are fetched from Chroma."""
         settings = self.settings
-        used = self.access.lookup(user, candidates)
         seconds = now.timestamp()
         ranked: list[tuple[float, str]] = []
         for memory_id in candidates:

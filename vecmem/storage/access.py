@@ -10,7 +10,7 @@ part of the state database (database.py): workers sharing a PostgreSQL one count
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -72,8 +72,12 @@ class AccessStats:
         """Ids of every memory of the user that has statistics (``vecmem doctor`` looks for stale ones)."""
         return [row[0] for row in self._db.fetch("SELECT memory_id FROM access WHERE user_id = ?", (user_id,))]
 
-    def apply(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        """The records with their access statistics (records of one or several users)."""
+    def apply(self, records: Sequence[MemoryRecord], *,
+              known: Mapping[str, tuple[int, float]] | None = None) -> list[MemoryRecord]:
+        """The records with their access statistics (records of one or several users); ``known``: what
+        ``lookup`` just gave for these ids of one user (a search reads the statistics once, for its ranking)."""
+        if known is not None:
+            return [_with_stats(record, known.get(record.id)) for record in records]
         by_user: dict[str, list[str]] = {}
         for record in records:
             by_user.setdefault(record.user_id, []).append(record.id)

@@ -31,6 +31,7 @@ both write to it (chroma_registry.py, ``claim``).
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,9 +42,10 @@ from vecmem.storage.sqlite import SQLiteFile
 
 __all__ = ["ChangeFeed", "Changes", "RESET"]
 
-RESET = "*"  # memory_id of a row meaning "everything of this user changed" (a reindex)
+RESET = "*"  # memory_id of a row meaning "everything of this user changed" (a reindex); written into SQL below
 KEEP_ROWS = 200_000  # rows kept; a reader further behind rebuilds (two rows per memory written)
 _PRUNE_EVERY = 5_000  # rows written between two checks of the feed's length
+_LOOKS_KEPT = 10_000  # users whose last look is remembered (read_recently)
 _BEGIN, _DONE, _FAILED = 0, 1, 2
 _FEED_LOCK = "vecmem change feed"  # what an append holds until it commits (PostgreSQL), see the docstring
 _SCHEMA = """
@@ -51,6 +53,7 @@ CREATE TABLE IF NOT EXISTS changes (
     seq {serial}, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
     writer TEXT NOT NULL, phase INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_user ON changes (user_id, seq);
+CREATE INDEX IF NOT EXISTS changes_resets ON changes (user_id, seq) WHERE memory_id = '*';
 CREATE TABLE IF NOT EXISTS feed (key TEXT PRIMARY KEY, value {bigint} NOT NULL){rowid};
 CREATE TABLE IF NOT EXISTS state_identity (key TEXT PRIMARY KEY, value TEXT NOT NULL){rowid};
 """
@@ -81,6 +84,7 @@ class ChangeFeed:
         self.where = self._db.where
         self._written = 0
         self._identity: str | None = None
+        self._read_at: dict[str, float] = {}  # user -> when this reader last looked for their changes
 
     def reader(self) -> ChangeFeed:
         """Another reader of the same feed, with a writer id of its own: its ``since`` leaves out none of this
@@ -171,11 +175,23 @@ class ChangeFeed:
         return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND writer != ? LIMIT 1",
                                (user_id, since, self.writer)))
 
+    def read_recently(self, user_id: str, seconds: float) -> bool:
+        """Whether this reader looked for the user's changes (``since``, ``reset_since``) in the last ``seconds``:
+        a caller of ``since`` acts on a reset it finds (the replica rebuilds, and forgets the user's layout)."""
+        return time.monotonic() - self._read_at.get(user_id, float("-inf")) < seconds
+
+    def _looked(self, user_id: str) -> None:
+        if len(self._read_at) > _LOOKS_KEPT:  # bounded: only recent looks matter
+            self._read_at.clear()
+        self._read_at[user_id] = time.monotonic()
+
     def reset_since(self, user_id: str, since: int) -> bool:
         """Whether another writer announced a reset of the user (a move between layouts, a reindex) after row
         ``since``."""
-        return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND memory_id = ? "
-                                   "AND writer != ? LIMIT 1", (user_id, since, RESET, self.writer)))
+        self._looked(user_id)
+        # memory_id as a literal, so that both databases use the small index of resets (changes_resets)
+        return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND memory_id = '*' "
+                                   "AND writer != ? LIMIT 1", (user_id, since, self.writer)))
 
     def unsettled(self, user_id: str, up_to: int) -> dict[str, int]:
         """{memory id: writes begun and not ended} among the rows up to ``up_to``: writes in flight when a
@@ -190,13 +206,17 @@ class ChangeFeed:
     def since(self, user_id: str, seen: int) -> Changes:
         """Other writers' changes to the user's memories after row ``seen``. This reader's own finished
         writes are left out (the bank applied them to its copy itself); its failed ones are not."""
-        pruned = self._db.fetch("SELECT value FROM feed WHERE key = 'pruned_through'")
-        if pruned and seen < int(pruned[0][0]):
+        self._looked(user_id)
+        # One statement (one round trip to PostgreSQL, before every search), so also one snapshot: the first row
+        # says how far the feed was pruned, the others are the user's rows after ``seen``.
+        pruned, *rows = self._db.fetch(
+            "SELECT 0, coalesce((SELECT value FROM feed WHERE key = 'pruned_through'), 0), '', '', 0 UNION ALL "
+            "SELECT 1, seq, memory_id, writer, phase FROM changes WHERE user_id = ? AND seq > ? ORDER BY 1, 2",
+            (user_id, seen))
+        if seen < int(pruned[1]):
             return Changes(seen=self.head(), rebuild=True)
-        rows = self._db.fetch("SELECT seq, memory_id, writer, phase FROM changes WHERE user_id = ? AND seq > ? "
-                          "ORDER BY seq", (user_id, seen))
-        changes = Changes(seen=rows[-1][0] if rows else seen)
-        for _, memory_id, writer, phase in rows:
+        changes = Changes(seen=rows[-1][1] if rows else seen)
+        for _, _, memory_id, writer, phase in rows:
             if memory_id == RESET:
                 changes.rebuild = True
             elif writer == self.writer and phase in (_DONE, _BEGIN):

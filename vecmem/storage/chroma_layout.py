@@ -58,6 +58,7 @@ __all__ = ["DEDICATED_AT", "REBUILD_SUFFIX", "ChromaCollections", "collection_na
 
 DEDICATED_AT = 500  # VECMEM_DEDICATED_AT's default (config.py): chroma.py says how it was chosen
 _RECHECK_MISSING_S = 5.0  # without a change feed: how long a missing collection is believed missing
+_MOVE_CHECK_S = 0.05  # a look at the feed for another process's move of a user this recent stands for one now
 
 
 class ChromaCollections(ChromaRegistry):
@@ -145,13 +146,20 @@ class ChromaCollections(ChromaRegistry):
 
     def _forget_if_moved(self, user_ids: Sequence[str]) -> None:
         """Forget what is known of these users' layout when another process moved or reindexed them since it was
-        looked up (it announced a reset): their memories are elsewhere now. A move made here updated it here."""
-        if self.changes is None:
+        looked up (it announced a reset): their memories are elsewhere now. A move made here updated it here.
+
+        One operation looks a user's collections up several times, and a search reads the user's changes from
+        the feed just before (the replica rebuilds on a reset, which forgets the layout here): a look at the
+        feed younger than ``_MOVE_CHECK_S`` stands for one made now, as a move landing in between would be no
+        different from one landing just after (the next operation sees it either way)."""
+        changes = self.changes
+        if changes is None:
             return
         with self._lock:
-            resolved = {user: self._resolved[user] for user in user_ids if user in self._known}
+            resolved = {user: self._resolved[user] for user in user_ids
+                        if user in self._known and not changes.read_recently(user, _MOVE_CHECK_S)}
         for user, moment in resolved.items():
-            if self.changes.reset_since(user, int(moment)):
+            if changes.reset_since(user, int(moment)):
                 self.refresh(user)
 
     def _cached(self, user_id: str, wanted: Sequence[str]) -> dict[str, Any] | None:
