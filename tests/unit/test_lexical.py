@@ -146,3 +146,10 @@ def test_every_han_block_is_split_alike_by_retrieval_and_the_hit_rate():
     text = f"{extension_a} {compatibility} 中文"
     assert {extension_a, compatibility, "中文"} <= set(tokenize(text))
     assert {extension_a, compatibility, "中文"} <= _terms(text)
+
+
+def test_a_user_whose_memories_hold_no_keyword_token_is_still_searched(bank):
+    """bm25s cannot index a corpus without a single token (found by schemathesis: content "~\\" with a tag of
+    letters the tokenizer drops); such a user is found by the dense side alone, not a 500."""
+    record = bank.add("~\\", user_id="symbols", tags=["\u0136-\u00f2\u0129\u00c3\u012a\U0005bce6"])
+    assert [hit.id for hit in bank.search("anything", 3, user_id="symbols")] == [record.id]

@@ -350,7 +350,7 @@ class KeywordIndex:
         self._model = None
         df: dict[str, int] = {}
         self._df = df
-        if live:
+        if any(tokens):  # bm25s cannot index a corpus without one token (memories of symbols only): no model
             import bm25s
 
             model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
@@ -360,6 +360,8 @@ class KeywordIndex:
                 for token in set(doc):
                     df[token] = df.get(token, 0) + 1
             self._avgdl = max(1.0, sum(len(doc) for doc in tokens) / len(tokens))
+        else:
+            self._avgdl = 1.0
 
     def _id_array_of(self, generation: int, ids: list[str], count: int) -> np.ndarray:
         """The first ``count`` ids of a snapshot's slot list as an array, cached while no memory is added."""
