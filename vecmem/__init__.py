@@ -9,6 +9,7 @@ from vecmem.agent.gate import GateDecision
 from vecmem.agent.learn import Learner
 from vecmem.agent.llm import ChatModel, OpenAIChatModel
 from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
+from vecmem.api import MemoryApi
 from vecmem.bank import MemoryBank, content_id
 from vecmem.config import BudgetShares, RankWeights, Settings
 from vecmem.errors import (
@@ -56,6 +57,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "MemoryApi",
     "AddMessagesResult",
     "SkippedMessage",
     "MessageLearner",
