@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING
 
 from vecmem.config import Settings
 from vecmem.errors import StoreError, StoreInUseError
-from vecmem.interfaces.owner import OwnerEndpoint, remove_owner_file
 from vecmem.interfaces.remote import RemoteBank
-from vecmem.interfaces.wire import read_owner
+from vecmem.interfaces.wire import read_owner, remove_owner
 
 if TYPE_CHECKING:
     from vecmem.api import MemoryApi
@@ -49,6 +48,8 @@ def open_bank(settings: Settings, *, verify_model: bool = True, factory: BankFac
 def long_running_bank(settings: Settings, *, program: str, factory: BankFactory | None = None) -> Iterator[MemoryApi]:
     """The bank of a process that stays (``program`` names it in owner.json): the owner's when there is one, else
     the store opened here and served to other processes until the block ends; closed then."""
+    from vecmem.interfaces.owner import OwnerEndpoint  # the server side, only for a process that may serve
+
     bank, owned = _choose(settings, True, factory)
     endpoint = OwnerEndpoint(bank, settings.home, program=program).start() if owned else None
     try:
@@ -91,7 +92,7 @@ def _choose(settings: Settings, verify_model: bool, factory: BankFactory | None)
             time.sleep(_POLL)
             continue
         if stale is not None:
-            remove_owner_file(settings.home, stale)
+            remove_owner(settings.home, stale)
         return bank, True
 
 

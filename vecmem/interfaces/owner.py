@@ -32,7 +32,7 @@ from typing import Any
 
 from vecmem.api import MemoryApi
 from vecmem.errors import InvalidInputError, StoreError, VecmemError, is_user_error
-from vecmem.interfaces.wire import OWNER_FILE, OwnerInfo, decode, encode, error_payload, read_owner
+from vecmem.interfaces.wire import OWNER_FILE, OwnerInfo, decode, encode, error_payload, remove_owner
 from vecmem.storage.files import FILE_MODE, private_dir
 
 __all__ = ["CALLS", "MAX_BODY", "OwnerEndpoint", "dispatch"]
@@ -206,7 +206,7 @@ class OwnerEndpoint:
 
     def stop(self) -> None:
         if self.info is not None:
-            remove_owner_file(self.home, self.info)
+            remove_owner(self.home, self.info)
             self.info = None
         if self._server is not None:
             self._server.stop()
@@ -217,13 +217,6 @@ class OwnerEndpoint:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def remove_owner_file(home: Path, info: OwnerInfo) -> None:
-    """Remove owner.json if it still says ``info`` (a newer owner's stays)."""
-    if read_owner(home) == info:
-        with contextlib.suppress(FileNotFoundError):
-            (home / OWNER_FILE).unlink()
 
 
 def _write_private(path: Path, text: str) -> None:

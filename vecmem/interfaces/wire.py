@@ -19,6 +19,7 @@ of vecmem.errors' classes; any other name (the owner failed unexpectedly, or spe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -36,7 +37,7 @@ from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, StoreStats, Turn
 
 __all__ = ["OWNER_FILE", "VALUE_TYPES", "OwnerInfo", "decode", "encode", "error_from", "error_payload",
-           "read_owner"]
+           "read_owner", "remove_owner"]
 
 OWNER_FILE = "owner.json"
 VALUE_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
@@ -178,3 +179,10 @@ def read_owner(home: Path) -> OwnerInfo | None:
     types_ok = all(isinstance(getattr(owner, name), kind) for name, kind in (
         ("pid", int), ("port", int), ("secret", str), ("program", str), ("started", str)))
     return owner if types_ok and 0 < owner.port < 65536 and owner.pid > 0 and owner.secret else None
+
+
+def remove_owner(home: Path, info: OwnerInfo) -> None:
+    """Remove owner.json if it still says ``info`` (a newer owner's stays)."""
+    if read_owner(home) == info:
+        with contextlib.suppress(FileNotFoundError):
+            (home / OWNER_FILE).unlink()
