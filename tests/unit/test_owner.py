@@ -8,6 +8,7 @@ import http.client
 import io
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -209,6 +210,20 @@ def test_a_stale_owner_json_is_ignored_and_cleared_by_the_process_that_opens_the
     factory, opened = _counting_factory(make_bank)
     bank = open_bank(settings, factory=factory)
     assert opened == [bank] and not (settings.home / "owner.json").exists()
+
+
+def test_an_owner_that_never_answers_is_not_waited_for(make_bank, settings, monkeypatch):
+    """A suspended owner (Ctrl-Z) still accepts connections: its hello is given up on after CONNECT_SECONDS."""
+    monkeypatch.setattr(remote, "CONNECT_SECONDS", 0.3)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        frozen = OwnerInfo(pid=os.getpid(), port=silent.getsockname()[1], secret="s" * 43, program="vecmem mcp",
+                           started="2026-06-01")
+        settings.home.mkdir(parents=True)
+        (settings.home / "owner.json").write_text(frozen.to_json())
+        os.chmod(settings.home / "owner.json", 0o600)
+        assert find_owner(settings) is None
+        factory, opened = _counting_factory(make_bank)
+        assert open_bank(settings, factory=factory) is opened[0]
 
 
 def test_commands_go_through_a_live_owner_and_never_open_the_store(owned, settings, make_bank):

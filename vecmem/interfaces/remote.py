@@ -35,7 +35,7 @@ from vecmem.retrieval.embedders import canonical_model_name
 
 __all__ = ["CONNECT_SECONDS", "IMPORT_CHUNK", "RemoteBank"]
 
-CONNECT_SECONDS = 5.0  # to reach the owner; a call itself may take as long as the owner's bank takes
+CONNECT_SECONDS = 5.0  # to reach the owner and hear its hello; a call may take as long as the owner's bank takes
 IMPORT_CHUNK = 2000  # lines per import call
 _T = TypeVar("_T")
 
@@ -65,7 +65,9 @@ class RemoteBank:
 
     def _call(self, method: str, **args: object) -> Any:
         body = json.dumps({"method": method, "args": {name: _sent(name, value) for name, value in args.items()}})
-        status, data = self._post(body.encode("ascii"))
+        # a suspended owner (Ctrl-Z) accepts connections and never answers: its hello is given up on, so a
+        # command falls back to opening the store (and says who holds it) instead of waiting for ever
+        status, data = self._post(body.encode("ascii"), CONNECT_SECONDS if method == "hello" else None)
         try:
             answer = json.loads(data)
         except ValueError:
@@ -81,13 +83,15 @@ class RemoteBank:
             raise StoreError(f"the store's owner answered what this vecmem cannot read ({exc.reason}): is it "
                              "another version?") from None
 
-    def _post(self, body: bytes) -> tuple[int, bytes]:
+    def _post(self, body: bytes, timeout: float | None) -> tuple[int, bytes]:
         """One request on this thread's connection; once more on a new one if a kept-alive connection was closed
         by the owner (idle) before it read the request. A request the owner read is never sent twice."""
         headers = {"Authorization": f"Bearer {self.owner.secret}", "Content-Type": "application/json"}
         for attempt in itertools.count():
             connection, reused = self._connection()
             try:
+                if connection.sock is not None:
+                    connection.sock.settimeout(timeout)
                 connection.request("POST", "/call", body, headers)
                 response = connection.getresponse()
                 data = response.read()
@@ -113,8 +117,6 @@ class RemoteBank:
             connection.connect()
         except OSError as exc:
             raise self._gone(exc) from None
-        if connection.sock is not None:
-            connection.sock.settimeout(None)  # the call takes what the owner's bank takes (a reindex: minutes)
         self._local.connection = connection
         with self._guard:
             self._open.append(connection)
