@@ -2,60 +2,74 @@
 
 Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blend of similarity, recency and
 importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
+
+Every name below is loaded when it is first used (PEP 562 ``__getattr__``), so ``import vecmem`` and whatever
+imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/opening.py) pay only
+for what they use; ``from vecmem import MemoryBank`` works as it always did. Importing vecmem registers the memory
+agent's learner for ``MemoryBank.add_messages`` (maintenance/learning.py), loaded when a bank first learns.
 """
 
-from vecmem.agent.conflict import Written
-from vecmem.agent.gate import GateDecision
-from vecmem.agent.learn import Learner
-from vecmem.agent.llm import ChatModel, OpenAIChatModel
-from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
-from vecmem.bank import MemoryBank, content_id
-from vecmem.config import BudgetShares, RankWeights, Settings
-from vecmem.errors import (
-    BudgetError,
-    ConfigError,
-    ConflictError,
-    EmbeddingError,
-    EmbeddingMismatchError,
-    ExtractionError,
-    InvalidInputError,
-    LLMError,
-    NotFoundError,
-    StoreError,
-    StoreInUseError,
-    VecmemError,
-)
-from vecmem.maintenance.doctor import DoctorReport, Finding
-from vecmem.maintenance.hygiene import PruneCandidate
-from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
-from vecmem.models import (
-    MEMORY_TYPES,
-    SOURCES,
-    STATUSES,
-    Hit,
-    ImportReport,
-    MemoryFilter,
-    MemoryRecord,
-    MemorySource,
-    MemoryStatus,
-    MemoryType,
-    PromptPack,
-    StoreStats,
-    Turn,
-)
-from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
-from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
-from vecmem.storage.base import MemoryStore, UserWrite
-from vecmem.storage.changes import ChangeFeed, Changes
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.database import Cursor, Database, Transaction
-from vecmem.storage.memory import InMemoryStore
-from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task
+import importlib
+import typing
+
+from vecmem.maintenance.learning import MessageLearner as _MessageLearner
+from vecmem.maintenance.learning import register_learner as _register_learner
+
+if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HOMES says the same for __getattr__
+    from vecmem.agent.conflict import Written
+    from vecmem.agent.gate import GateDecision
+    from vecmem.agent.learn import Learner
+    from vecmem.agent.llm import ChatModel, OpenAIChatModel
+    from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
+    from vecmem.api import MemoryApi
+    from vecmem.bank import MemoryBank, content_id
+    from vecmem.config import BudgetShares, RankWeights, Settings
+    from vecmem.errors import (
+        BudgetError,
+        ConfigError,
+        ConflictError,
+        EmbeddingError,
+        EmbeddingMismatchError,
+        ExtractionError,
+        InvalidInputError,
+        LLMError,
+        NotFoundError,
+        StoreError,
+        StoreInUseError,
+        VecmemError,
+    )
+    from vecmem.maintenance.doctor import DoctorReport, Finding
+    from vecmem.maintenance.hygiene import PruneCandidate
+    from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
+    from vecmem.models import (
+        MEMORY_TYPES,
+        SOURCES,
+        STATUSES,
+        Hit,
+        ImportReport,
+        MemoryFilter,
+        MemoryRecord,
+        MemorySource,
+        MemoryStatus,
+        MemoryType,
+        PromptPack,
+        StoreStats,
+        Turn,
+    )
+    from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
+    from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
+    from vecmem.storage.base import MemoryStore, UserWrite
+    from vecmem.storage.changes import ChangeFeed, Changes
+    from vecmem.storage.chroma import ChromaStore
+    from vecmem.storage.database import Cursor, Database, Transaction
+    from vecmem.storage.memory import InMemoryStore
+    from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "MemoryApi",
     "AddMessagesResult",
     "SkippedMessage",
     "MessageLearner",
@@ -122,3 +136,57 @@ __all__ = [
     "BudgetError",
     "__version__",
 ]
+
+
+_HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as imported above)
+    "vecmem.agent.conflict": ("Written",),
+    "vecmem.agent.gate": ("GateDecision",),
+    "vecmem.agent.learn": ("Learner",),
+    "vecmem.agent.llm": ("ChatModel", "OpenAIChatModel"),
+    "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
+    "vecmem.api": ("MemoryApi",),
+    "vecmem.bank": ("MemoryBank", "content_id"),
+    "vecmem.config": ("BudgetShares", "RankWeights", "Settings"),
+    "vecmem.errors": (
+        "BudgetError", "ConfigError", "ConflictError", "EmbeddingError", "EmbeddingMismatchError", "ExtractionError",
+        "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "VecmemError",
+    ),
+    "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
+    "vecmem.maintenance.hygiene": ("PruneCandidate",),
+    "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
+    "vecmem.models": (
+        "MEMORY_TYPES", "SOURCES", "STATUSES", "Hit", "ImportReport", "MemoryFilter", "MemoryRecord", "MemorySource",
+        "MemoryStatus", "MemoryType", "PromptPack", "StoreStats", "Turn",
+    ),
+    "vecmem.retrieval.budget": ("DEFAULT_SYSTEM_PROMPT", "EstimatingCounter", "TiktokenCounter", "TokenCounter"),
+    "vecmem.retrieval.embedders": ("Embedder", "SentenceTransformerEmbedder"),
+    "vecmem.storage.base": ("MemoryStore", "UserWrite"),
+    "vecmem.storage.changes": ("ChangeFeed", "Changes"),
+    "vecmem.storage.chroma": ("ChromaStore",),
+    "vecmem.storage.database": ("Cursor", "Database", "Transaction"),
+    "vecmem.storage.memory": ("InMemoryStore",),
+    "vecmem.storage.sessions": ("LoggedDecision", "SessionCounters", "SessionStore", "StoredTurn", "Task"),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vecmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
+
+def _agent_learner() -> _MessageLearner:
+    from vecmem.agent.learn import Learner  # the agent layer, and its rules, only once a bank learns
+
+    return Learner()
+
+
+_register_learner(_agent_learner)

@@ -5,12 +5,15 @@ artifacts/panel.png."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
 
 from tests.conftest import REPO, FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
+from vecmem.interfaces.opening import find_owner
+from vecmem.interfaces.owner import OwnerEndpoint
 from vecmem.interfaces.server import create_app
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -19,16 +22,23 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="chromium and 
 SCREENSHOT = REPO / "artifacts" / "panel.png"
 
 
-@pytest.fixture
-def served(tmp_path):
-
-    bank = MemoryBank(Settings(home=tmp_path / "home"), embedder=FakeEmbedder())
+@pytest.fixture(params=["in process", "through the owner"])
+def served(tmp_path, request):
+    """The panel's server on the bank itself, or (as `vecmem serve` started while the chat holds the store) on a
+    RemoteBank calling the process that owns it (here an owner endpoint in this process)."""
+    settings = Settings(home=tmp_path / "home")
+    bank = MemoryBank(settings, embedder=FakeEmbedder())
     bank.add("The user prefers green tea in the afternoon", memory_type="preference", importance=0.7)
     old = bank.add("The user works in TypeScript", memory_type="preference")
     new = bank.add("The user works in JavaScript now", memory_type="preference")
     bank.supersede(old.id, new.id)
     bank.add("Deadline for the billing migration is Friday", session_id="work")
-    with serving(create_app(bank)) as port:
+    with contextlib.ExitStack() as stack:
+        api = bank
+        if request.param == "through the owner":
+            stack.enter_context(OwnerEndpoint(bank, settings.home, program="python -m vecmem.chat"))
+            api = stack.enter_context(contextlib.closing(find_owner(settings)))
+        port = stack.enter_context(serving(create_app(api)))
         yield f"http://127.0.0.1:{port}/", bank, old, new
     bank.close()
 

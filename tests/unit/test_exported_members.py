@@ -10,11 +10,25 @@ def test_all_names_exist_and_are_unique():
 
 
 def test_every_public_attribute_is_listed():
+    for name in vecmem.__all__:
+        getattr(vecmem, name)  # each is loaded on first use (PEP 562), then a plain attribute
     public = {
         name for name, value in vars(vecmem).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)  # submodules are not names
     }
     assert public == set(vecmem.__all__) - {"__version__"}
+
+
+def test_the_names_type_checkers_see_are_the_names_loaded_on_use():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(vecmem))
+    (guarded,) = [node for node in tree.body if isinstance(node, ast.If)]  # if typing.TYPE_CHECKING:
+    imported = {alias.name: node.module for node in guarded.body for alias in node.names}
+    assert imported == vecmem._WHERE
+    assert set(imported) == set(vecmem.__all__) - {"__version__"}
+    assert "NoSuchName" not in dir(vecmem) and sorted(imported) == sorted(set(dir(vecmem)) & set(imported))
 
 
 def test_errors_form_one_tree():
@@ -85,3 +99,30 @@ def test_memory_types_and_statuses_have_literal_aliases():
     assert typing.get_args(vecmem.MemoryType) == vecmem.MEMORY_TYPES
     assert typing.get_args(vecmem.MemoryStatus) == vecmem.STATUSES
     assert typing.get_args(vecmem.MemorySource) == vecmem.SOURCES
+
+
+def test_importing_vecmem_loads_little_and_a_bank_still_learns(tmp_path):
+    """`import vecmem` (which any `vecmem.x` import runs first) loads neither the agent nor numpy; a bank that
+    learns from messages gets the agent's learner all the same, loaded then."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    probe = f"""
+import sys
+import vecmem
+assert not {{"vecmem.agent", "vecmem.bank", "numpy", "pydantic"}} & set(sys.modules), sorted(sys.modules)
+from tests.conftest import FakeEmbedder
+from vecmem.bank import MemoryBank
+from vecmem.config import Settings
+from vecmem.storage.memory import InMemoryStore
+bank = MemoryBank(Settings(home={str(tmp_path)!r}), embedder=FakeEmbedder(), store=InMemoryStore(model_name="fake"),
+                  verify_model=False)
+print([record.content for record in bank.add_messages("I live in Berlin").written])
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['The user lives in Berlin.']"

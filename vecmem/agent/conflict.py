@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from vecmem.agent import topics
 from vecmem.agent.extract import Candidate
-from vecmem.bank import MemoryBank
+from vecmem.api import MemoryApi
 from vecmem.maintenance import chains
 from vecmem.maintenance.hygiene import needs_review
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash
@@ -80,7 +80,7 @@ def _different_values(newer: str, older: str) -> bool:
 
 
 class ConflictResolver:
-    def __init__(self, bank: MemoryBank, *, threshold: float) -> None:
+    def __init__(self, bank: MemoryApi, *, threshold: float) -> None:
         self.bank = bank
         self.threshold = threshold
 

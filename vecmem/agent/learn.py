@@ -28,7 +28,7 @@ from vecmem.agent.conflict import ConflictResolver, Resolution, Written
 from vecmem.agent.extract import Extractor
 from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel, chat_model_from_settings
-from vecmem.bank import MemoryBank
+from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
@@ -48,7 +48,7 @@ class MessageWrite:
     steps: tuple[tuple[Resolution, Written], ...] = ()
 
 
-def write_message(bank: MemoryBank, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
+def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
                   message: str, reply: str | None, *, user_id: str, session_id: str | None) -> MessageWrite:
     """Gate, extract and resolve one user message: the chat turn's write step, without its session log."""
     decision = gate.judge(message)
@@ -82,7 +82,7 @@ class Learner:
             self._resolved = (settings, chat_model_from_settings(settings))
         return self._resolved[1]
 
-    def learn(self, bank: MemoryBank, messages: Sequence[Turn], *, user_id: str,
+    def learn(self, bank: MemoryApi, messages: Sequence[Turn], *, user_id: str,
               session_id: str | None) -> AddMessagesResult:
         settings = bank.settings
         model = self.model_for(settings)
@@ -129,7 +129,7 @@ def _reply_to(messages: Sequence[Turn], index: int) -> str | None:
     return "\n".join(reply) or None
 
 
-def _as_stored(bank: MemoryBank, ids: list[str], user_id: str) -> list[MemoryRecord]:
+def _as_stored(bank: MemoryApi, ids: list[str], user_id: str) -> list[MemoryRecord]:
     """The written memories as they are now: one replaced by a later message of the same list says so."""
     found = []
     for memory_id in ids:

@@ -34,7 +34,7 @@ from vecmem.agent.conflict import ConflictResolver, Written
 from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
 from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel
-from vecmem.bank import MemoryBank
+from vecmem.api import MemoryApi
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
@@ -124,7 +124,7 @@ class MemoryAgent:
 
     def __init__(
         self,
-        bank: MemoryBank,
+        bank: MemoryApi,
         sessions: SessionStore,
         *,
         model: ChatModel | None,

@@ -10,6 +10,7 @@ memory and the chat goes on. ``main(argv, stdin=, stdout=, stderr=)`` returns th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 from collections.abc import Callable
@@ -18,9 +19,10 @@ from typing import Any, TextIO
 
 from vecmem.agent.llm import ChatModel, chat_model_from_settings
 from vecmem.agent.memory_agent import MemoryAgent, TurnResult
-from vecmem.bank import MemoryBank
+from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
+from vecmem.interfaces.opening import long_running_bank
 from vecmem.storage.sessions import SessionStore
 
 __all__ = ["main", "ChatRepl"]
@@ -255,7 +257,7 @@ def main(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
-    bank: MemoryBank | None = None,
+    bank: MemoryApi | None = None,
     model: ChatModel | None = _UNSET,
 ) -> int:
     err = stderr or sys.stderr
@@ -264,16 +266,17 @@ def main(
     parser.add_argument("--session", help="session id (default: a new one named after the current time)")
     args = parser.parse_args(argv)
     try:
-        settings = bank.settings if bank is not None else Settings.from_env()
-        bank = bank or MemoryBank(settings)
-        agent = MemoryAgent(
-            bank,
-            SessionStore.open(settings),
-            model=chat_model_from_settings(settings) if model is _UNSET else model,
-            user_id=args.user,
-            session_id=args.session or datetime.now().strftime("chat-%Y%m%d-%H%M%S"),
-        )
-        return ChatRepl(agent, stdin or sys.stdin, stdout or sys.stdout, err).run()
+        with contextlib.nullcontext(bank) if bank is not None else long_running_bank(
+                Settings.from_env(), program="python -m vecmem.chat") as opened:
+            settings = opened.settings
+            agent = MemoryAgent(
+                opened,
+                SessionStore.open(settings),
+                model=chat_model_from_settings(settings) if model is _UNSET else model,
+                user_id=args.user,
+                session_id=args.session or datetime.now().strftime("chat-%Y%m%d-%H%M%S"),
+            )
+            return ChatRepl(agent, stdin or sys.stdin, stdout or sys.stdout, err).run()
     except VecmemError as exc:
         print(f"vecmem: error: {exc}", file=err)
         return 2 if is_user_error(exc) else 1

@@ -28,7 +28,7 @@ def reindex(ctx: Context) -> int:
     bank = ctx.bank(verify_model=False)  # the point is to replace the vectors of another model
     done = bank.reindex()
     total = sum(done.values())
-    print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embedder.name}", file=ctx.out)
+    print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.settings.embed_model}", file=ctx.out)
     return EXIT_OK
 
 
@@ -128,6 +128,7 @@ def serve(ctx: Context) -> int:
     import uvicorn
 
     from vecmem.interfaces.keys import KeyStore  # fastapi and uvicorn only for this command
+    from vecmem.interfaces.opening import long_running_bank
     from vecmem.interfaces.server import check_binding, create_app
 
     settings = ctx.settings()
@@ -141,8 +142,7 @@ def serve(ctx: Context) -> int:
     except OSError as exc:
         print(f"vecmem: error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=ctx.err)
         return EXIT_FAILURE
-    with listening:
-        bank = ctx.bank()
+    with listening, long_running_bank(settings, program="vecmem serve", factory=ctx.bank_factory) as bank:
         keyed = " (an API key required)" if token or keys.any_valid() else ""
         print(f"vecmem: serving {bank.location} on http://{host}:{port}{keyed}", file=ctx.err, flush=True)
         app = create_app(bank, token=token, keys=keys, allowed_hosts=allowed)
@@ -207,8 +207,10 @@ def _keys_action(ctx: Context, store: KeyStore) -> int:
                   per_user=False)
 def mcp(ctx: Context) -> int:
     from vecmem.interfaces.mcp_server import create_server  # the MCP SDK only for this command
+    from vecmem.interfaces.opening import long_running_bank
 
-    create_server(ctx.bank()).run("stdio")
+    with long_running_bank(ctx.settings(), program="vecmem mcp", factory=ctx.bank_factory) as bank:
+        create_server(bank).run("stdio")
     return EXIT_OK
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from vecmem.config import Settings
 
 if TYPE_CHECKING:
-    from vecmem.bank import MemoryBank
+    from vecmem.api import MemoryApi
 
 __all__ = [
     "EXIT_FAILURE",
@@ -39,7 +39,7 @@ __all__ = [
     "positive_int",
 ]
 
-BankFactory = Callable[..., "MemoryBank"]
+BankFactory = Callable[..., "MemoryApi"]  # (settings, verify_model=...): the store opened here
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
@@ -76,13 +76,12 @@ class Context:
     def settings(self) -> Settings:
         return Settings.from_env()
 
-    def bank(self, *, verify_model: bool = True) -> MemoryBank:
-        settings = self.settings()
-        if self.bank_factory is not None:
-            return self.bank_factory(settings, verify_model=verify_model)
-        from vecmem.bank import MemoryBank  # Chroma and the model only once a command needs the store
+    def bank(self, *, verify_model: bool = True) -> MemoryApi:
+        """The store's owner when a process holds it and serves it, else the store opened here (through
+        ``bank_factory`` when given; interfaces/opening.py)."""
+        from vecmem.interfaces.opening import open_bank  # Chroma and the model only once a command needs the store
 
-        return MemoryBank(settings, verify_model=verify_model)
+        return open_bank(self.settings(), verify_model=verify_model, factory=self.bank_factory)
 
     @property
     def user(self) -> str | None:

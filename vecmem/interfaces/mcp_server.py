@@ -19,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from vecmem.bank import MemoryBank
+from vecmem.api import MemoryApi
 from vecmem.errors import VecmemError
 from vecmem.interfaces.server_schemas import context_out
 from vecmem.maintenance.learning import chat_messages
@@ -36,7 +36,7 @@ INSTRUCTIONS = (
 )
 
 
-def create_server(bank: MemoryBank) -> MCPServer:
+def create_server(bank: MemoryApi) -> MCPServer:
     server = MCPServer(name="vecmem", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()

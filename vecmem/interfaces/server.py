@@ -28,7 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from vecmem.bank import MemoryBank
+from vecmem.api import MemoryApi
 from vecmem.errors import (
     ConfigError,
     ConflictError,
@@ -111,7 +111,7 @@ def caller_user(request: Request, user: _User = None) -> str | None:
     return user if user is not None else principal.user_id
 
 
-def create_app(bank: MemoryBank, *, token: str | None = None, keys: KeyStore | None = None,
+def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | None = None,
                allowed_hosts: Iterable[str] = ()) -> FastAPI:
     """The API on ``bank``. ``token``: the admin key (--token / VECMEM_API_TOKEN); ``keys``: the key file
     (default: VECMEM_HOME's); ``allowed_hosts``: Host names besides the loopback ones (--allow-host)."""

@@ -7,9 +7,10 @@ so the bank may not import it (the import-linter contract in pyproject.toml). Th
 ``MessageLearner``, this module's protocol, in one of two ways:
 
 * given through its constructor, ``MemoryBank(..., learner=Learner(model=...))`` (tests pass fakes this way);
-* otherwise the one the agent layer registered here when it was imported (``vecmem/agent/__init__.py`` calls
-  ``register_learner``). ``vecmem/__init__.py`` imports the agent layer, so any ``import vecmem...`` registers
-  it before a bank can exist; ``default_learner`` says so plainly if that ever did not happen.
+* otherwise the one registered here: ``vecmem/__init__.py`` registers a factory that loads the agent's
+  ``Learner`` when a bank first learns (so any ``import vecmem...`` registers it before a bank can exist, without
+  loading the agent layer), and ``vecmem/agent/__init__.py`` registers ``Learner`` itself when it is imported;
+  ``default_learner`` says so plainly if neither ever happened.
 
 **What is accepted** (``chat_messages``): a plain string (one user message), or a non-empty list of messages,
 each a ``Turn`` or a mapping with ``role`` ("user", "assistant" or "system") and ``content`` (text, not blank,
