@@ -302,7 +302,7 @@ class Settings:
     search_mode: str = setting("VECMEM_SEARCH_MODE", "hybrid", _lowercase, _one_of(*SEARCH_MODES))
     # hybrid similarity = w·cosine + (1 - w)·keyword
     dense_weight: float = setting("VECMEM_DENSE_WEIGHT", 0.6, _number, _fraction)
-    # Chroma server: how often a copy is checked against other clients' writes
+    # a store without a change feed (one of the caller's own): how often a copy is checked against the store's count
     index_check_seconds: float = setting("VECMEM_INDEX_CHECK_SECONDS", 5.0, _number, _non_negative)
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules
     openai_api_key: str | None = setting("OPENAI_API_KEY", None, _text, repr=False)

@@ -6,7 +6,7 @@ cores the query embedding needs at the same moment); from memory, microseconds. 
 queries at 100,000 memories: search p50 20.3 -> 18.3 ms, p95 25.3 -> 23.0 ms (same run, same machine state).
 
 Long-running processes ask for them (``MemoryBank.warm_up``: the chat, the bench); a one-off command does not.
-They are loaded in a background thread (7 s at 100,000 memories), only on an embedded store (whose change feed
+They are loaded in a background thread (7 s at 100,000 memories), only on a store with a change feed (which
 keeps them exact) and only for users whose vectors fit ``HOLD_AT_MOST_BYTES`` (154 MB is 100,000 memories of
 384 dimensions). Until loaded, or for a bigger user, the missing ones are read from Chroma as before. The
 retriever keeps them in step like the rest of the copy: its own writes put theirs, what another bank changed

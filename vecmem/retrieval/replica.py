@@ -1,18 +1,18 @@
 """Each user's memories as this process holds them (the replica), kept current, and read one snapshot a search.
 
-A replica is the keyword index (with the catalogue of every memory's scope, type, state and importance), on an
-embedded store the records themselves, and for long-running processes the vectors (held.py). It is built from
-the store on a user's first search and then kept in step: this process's writes are applied as they are made;
-other banks' writes come from the change feed (``storage/changes.py``), and only those memories are re-read.
-With a Chroma server there is no feed: records are read from Chroma and the index is checked against the
-store's count at most every ``VECMEM_INDEX_CHECK_SECONDS``.
+A replica is the keyword index (with the catalogue of every memory's scope, type, state and importance), the
+records themselves, and for long-running processes the vectors (held.py). It is built from the store on a
+user's first search and then kept in step: this process's writes are applied as they are made; other banks'
+and other processes' writes come from the change feed (``storage/changes.py``), and only those memories are
+re-read. A store without a feed (one a caller gave the bank): records are read from it and the index is checked
+against the store's count at most every ``VECMEM_INDEX_CHECK_SECONDS``.
 
 Memory is bounded: all replicas of a process share one budget (``VECMEM_CACHE_MB``, the held vectors
 included), and when a build or a load passes it the least recently searched users' replicas are dropped
 (rebuilt from the store if they are searched again), so a process's memory stays flat however many users it
 touches. The replica being used is never dropped, even when it alone is over the budget.
 
-Big users' replicas are saved beside an embedded store (persisted.py), after a build, after enough changes and
+Big users' replicas are saved in this process's home (persisted.py), after a build, after enough changes and
 at close; a new process loads the file and re-reads what the feed says changed since, instead of rebuilding. A
 file never claims a feed row with a write the replica does not hold (``_after_edit``).
 
@@ -108,7 +108,7 @@ class Replicas:
         self._lock = threading.RLock()
         self._holding: set[str] = set()  # users whose vectors this process holds (hold_vectors)
         self.stopping = threading.Event()
-        self.files = ReplicaFiles(store, settings.home)  # replicas saved beside an embedded store (persisted.py)
+        self.files = ReplicaFiles(store, settings.home)  # big users' replicas saved in the home (persisted.py)
 
     # ------------------------------------------------------------------------------------------ this process's writes
 
@@ -230,7 +230,7 @@ class Replicas:
 
     def current(self, user: str) -> _Copy:
         """The user's copy: built from the store on first use, then kept in step. With a change feed, exactly:
-        what other banks changed since the last look is re-read. Without one (a Chroma server), the copy
+        what other banks changed since the last look is re-read. Without one (a store a caller gave), the copy
         is rebuilt when the store holds a different number of memories, checked every index_check_seconds."""
         with self._lock:
             copy = self.copies.get(user)

@@ -3,8 +3,8 @@
 The hot path avoids what is slow at 100,000 memories: Chroma's where-filter (only the collections of the
 filter's types are searched, unfiltered, and scope and state are filtered in memory), rebuilding BM25 (edits go
 to a delta), fetching records that will not be returned (candidates are ranked from the in-memory catalogue
-first), fetching records at all on an embedded store (each user's records are held in memory by its replica,
-``replica.py``), and writing access statistics to Chroma (``access.py`` keeps them in SQLite).
+first), fetching records at all (each user's records are held in memory by its replica, ``replica.py``), and
+writing access statistics to Chroma (``access.py`` keeps them in the state database).
 
 A search reads one snapshot of the user's replica from start to end, so writes made by other threads while it
 runs never mix into it (replica.py, keyword.py); what it reads from the store itself is the store's own
@@ -75,8 +75,8 @@ class Retriever:
         self._replicas.clear()
 
     def keyword_index(self, user: str) -> KeywordIndex:
-        """The user's keyword index, brought up to date with other banks' writes (with a Chroma server, with other
-        processes' as far as the count check sees them)."""
+        """The user's keyword index, brought up to date with other banks' and other processes' writes (the
+        change feed)."""
         return self._replicas.current(user).index
 
     def hold_vectors(self, user: str, timeout: float | None = None) -> bool:
