@@ -107,11 +107,6 @@ class ChangeFeed:
             db.execute("INSERT INTO state_identity (key, value) VALUES ('id', ?)", (made,))
             return made
 
-    @property
-    def shared(self) -> bool:
-        """Whether the feed is in a database every worker can reach (PostgreSQL), not a file of one machine."""
-        return self._db.dialect != "sqlite"
-
     # ------------------------------------------------------------------------------------------ writing
 
     def writing(self, user_id: str, memory_ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
@@ -148,7 +143,7 @@ class ChangeFeed:
         with self._db.transaction() as db:
             db.exclusive(_FEED_LOCK)
             db.executemany("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, ?, ?, ?)", rows)
-            self._written += len(rows)  # under the file's lock, as the transaction is
+            self._written += len(rows)  # under the feed's lock, as the transaction is
             if self._written >= _PRUNE_EVERY:
                 self._written = 0
                 self._prune(db)

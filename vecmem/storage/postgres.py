@@ -95,11 +95,19 @@ class _Pools:
                                   kwargs={"autocommit": True, "options": options,
                                           "connect_timeout": int(CONNECT_TIMEOUT_S)})
 
+        with _mapped(where, "opening the state database"):
+            # one plain connection first: a refused connection, a wrong password or a missing database is said
+            # at once, in PostgreSQL's words, where a pool would retry quietly until its timeout
+            psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S), options=options).close()
         self.main = pool(POOL_SIZE, "vecmem-state")
         self.locks = pool(LOCK_POOL_SIZE, "vecmem-locks")
-        with _mapped(where, "opening the state database"):
-            self.main.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-            self.locks.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        try:
+            with _mapped(where, "opening the state database"):
+                self.main.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+                self.locks.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except BaseException:
+            self.close()  # a pool left open would keep trying to connect in its threads
+            raise
         self.users = 0
 
     def close(self) -> None:
@@ -128,7 +136,11 @@ class PostgresDatabase:
             pools = _OPEN.get(self._key)
             if pools is None:
                 pools = _Pools(url, schema, self.where)
-                self._ensure_schema(pools)
+                try:
+                    self._ensure_schema(pools)
+                except BaseException:
+                    pools.close()
+                    raise
                 _OPEN[self._key] = pools
             pools.users += 1
         self._pools = pools
