@@ -1,7 +1,8 @@
 """A real HTTP server on 127.0.0.1 that speaks the chat-completions API and answers from a script.
 
 Tests drive vecmem's real openai client against it. Each request is classified by its system prompt
-("gate", "extract", "summary" or "answer") and answered by the test's responder with a ``Reply``: a text, an
+("gate", "extract", "summary" or "answer"; the memory agent sends no separate "gate" call any more: its
+write side is one "extract" call that also decides whether to keep the message) and answered by the test's responder with a ``Reply``: a text, an
 HTTP error status, a delay (to trigger the client's timeout) or a raw, possibly broken, body.
 """
 
@@ -52,6 +53,9 @@ class ScriptedChatServer:
                 reply = server.responder(kind, body)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if body.get("stream") and reply.status == 200:
+                    self._stream(reply, body)
+                    return
                 if reply.raw_body is not None:
                     payload = reply.raw_body.encode()
                 elif reply.status != 200:
@@ -74,6 +78,29 @@ class ScriptedChatServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                     pass
+
+            def _stream(self, reply: Reply, body: dict) -> None:
+                """The answer as server-sent events, a chunk per word (a raw body is sent as one event's data)."""
+                if reply.raw_body is not None:
+                    events = [reply.raw_body]
+                else:
+                    words = (reply.content or "").split(" ")
+                    pieces = [word + (" " if n < len(words) - 1 else "") for n, word in enumerate(words)]
+                    events = [json.dumps({"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion.chunk",
+                                          "created": int(time.time()), "model": body.get("model", "scripted"),
+                                          "choices": [{"index": 0, "delta": {"role": "assistant", "content": piece},
+                                                       "finish_reason": None}]}) for piece in pieces if piece]
+                    events.append("[DONE]")
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    for event in events:
+                        self.wfile.write(f"data: {event}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

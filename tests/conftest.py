@@ -314,7 +314,8 @@ def bank(make_bank) -> MemoryBank:
 class ScriptedModel:
     """A ChatModel fake: ``responder(kind, messages)`` returns the reply text or raises LLMError.
 
-    ``kind`` is "gate", "extract", "summary" or "answer", told apart by the system prompt (the same
+    ``kind`` is "extract" (the write side: keep or not, and what), "summary" or "answer" ("gate" for a
+    ``WriteGate`` asked alone), told apart by the system prompt (the same
     classification the HTTP test server uses).
     """
 

@@ -19,7 +19,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.agent.conflict import Written
     from vecmem.agent.gate import GateDecision
     from vecmem.agent.learn import Learner
-    from vecmem.agent.llm import ChatModel, OpenAIChatModel
+    from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
     from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
     from vecmem.api import MemoryApi
     from vecmem.bank import MemoryBank, content_id
@@ -63,7 +63,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.storage.chroma import ChromaStore
     from vecmem.storage.database import Cursor, Database, Transaction
     from vecmem.storage.memory import InMemoryStore
-    from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task
+    from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task, TurnUsage
 
 __version__ = "0.1.0"
 
@@ -84,6 +84,7 @@ __all__ = [
     "StoredTurn",
     "LoggedDecision",
     "SessionCounters",
+    "TurnUsage",
     "MemoryStore",
     "UserWrite",
     "InMemoryStore",
@@ -99,6 +100,8 @@ __all__ = [
     "GateDecision",
     "ChatModel",
     "OpenAIChatModel",
+    "MeteredModel",
+    "ModelUsage",
     "content_id",
     "Settings",
     "RankWeights",
@@ -142,7 +145,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.agent.conflict": ("Written",),
     "vecmem.agent.gate": ("GateDecision",),
     "vecmem.agent.learn": ("Learner",),
-    "vecmem.agent.llm": ("ChatModel", "OpenAIChatModel"),
+    "vecmem.agent.llm": ("ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel"),
     "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
     "vecmem.api": ("MemoryApi",),
     "vecmem.bank": ("MemoryBank", "content_id"),
@@ -165,7 +168,8 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.storage.chroma": ("ChromaStore",),
     "vecmem.storage.database": ("Cursor", "Database", "Transaction"),
     "vecmem.storage.memory": ("InMemoryStore",),
-    "vecmem.storage.sessions": ("LoggedDecision", "SessionCounters", "SessionStore", "StoredTurn", "Task"),
+    "vecmem.storage.sessions": ("LoggedDecision", "SessionCounters", "SessionStore", "StoredTurn", "Task",
+                                "TurnUsage"),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 

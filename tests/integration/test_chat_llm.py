@@ -22,23 +22,21 @@ class Script:
 
     def __init__(self):
         self.extract_failures = {"我是后端工程师，负责支付系统": 1}
-        self.gate_failures = {"第九条：我用 Neovim 写代码": 1}
+        self.server_failures = {"第九条：我用 Neovim 写代码": 1}
 
     def __call__(self, kind, body):
         messages = body["messages"]
         last = messages[-1]["content"]
-        if kind == "gate":
-            if self.gate_failures.get(last):
-                self.gate_failures[last] -= 1
-                return Reply(status=500)
-            keep = not last.startswith("帮我")
-            return Reply(json.dumps({"keep": keep, "type": ("preference" if "用" in last else "fact") if keep else None,
-                                     "reason": "scripted"}, ensure_ascii=False))
-        if kind == "extract":
+        if kind == "extract":  # the write side of a turn: the gate's judgement and the extraction in one call
             message = last.split("Exchange:\nUser: ")[1].split("\nAssistant:")[0]
+            if self.server_failures.get(message):
+                self.server_failures[message] -= 1
+                return Reply(status=500)
             if self.extract_failures.get(message):
                 self.extract_failures[message] -= 1
                 return Reply('{"memories": [{"content": "用户是后端工程师", "type": "fa')  # cut off mid-way
+            if message.startswith("帮我"):
+                return Reply(json.dumps({"keep": False, "reason": "a request for help", "memories": []}))
             if message == "我喜欢用 TypeScript":
                 return Reply(json.dumps({"memories": [item(TS, "preference")]}, ensure_ascii=False))
             if message == "以后都用 JavaScript 吧":
@@ -69,6 +67,7 @@ MESSAGES = [
     "第八条：我每天用 zsh 工作",
     "第九条：我用 Neovim 写代码",
     "第十条：我周末会去爬山",
+    "最后一条：我喜欢喝乌龙茶",
     "/quit",
 ]
 
@@ -88,11 +87,17 @@ def test_a_scripted_chinese_session_through_the_real_client(tmp_path, real_embed
     assert "Model: scripted-model at " + server.base_url in output
     assert "Traceback" not in output + errors
     error_lines = errors.splitlines()
-    assert len(error_lines) == 5, errors
+    assert len(error_lines) == 5, errors  # one line a failed turn: a model that did not answer is not asked again
     assert all(line.startswith("vecmem: error: ") for line in error_lines)
     assert "not valid JSON" in error_lines[0] and "retried next turn" in error_lines[0]  # cut-off extraction
     assert "429" in error_lines[1] and "did not answer within 1 s" in error_lines[2]
-    assert "500" in error_lines[3] and "not valid JSON" in error_lines[4]
+    assert "500" in error_lines[3] and "retried next turn" in error_lines[3]  # the write side's call failed
+    assert "not valid JSON" in error_lines[4]  # a cut-off answer
+    # no retries past the timeout: the timed-out answer was asked once, and no write call followed it in its turn
+    eighth = [n for n, (kind, body) in enumerate(requests)
+              if kind == "answer" and body["messages"][-1]["content"] == "第八条：我每天用 zsh 工作"]
+    assert len(eighth) == 1 and requests[eighth[0] + 1][0] == "answer"  # the next call is the ninth turn's answer
+    assert "gate" not in [kind for kind, _ in requests]  # the write side is one call: no separate gate call
 
     # the coding request was answered with the JavaScript preference, never the TypeScript one
     sleep_call = [body for kind, body in requests if kind == "answer" and body["messages"][-1]["content"].startswith("帮我")]
@@ -131,3 +136,35 @@ def test_a_scripted_chinese_session_through_the_real_client(tmp_path, real_embed
     assert code == 0 and history.index(ts.id) < history.index(js.id) and f"superseded by {js.id}" in history
     assert cli("restore", ts.id)[0] == 0
     assert not bank.get(ts.id).superseded and bank.get(js.id).superseded_by == ts.id
+
+
+def test_a_call_is_retried_only_within_its_timeout_and_a_timeout_never(tmp_path):
+    """The SDK's own retries are off (each would wait a full timeout again): a 500 is tried again inside the
+    timeout, a timeout is not, and a streamed answer arrives in pieces, counted by the meter."""
+    from vecmem.agent.llm import MeteredModel, OpenAIChatModel
+    from vecmem.errors import LLMError
+
+    failures = {"flaky": 1}
+
+    def responder(kind, body):
+        said = body["messages"][-1]["content"]
+        if said == "flaky" and failures["flaky"]:
+            failures["flaky"] -= 1
+            return Reply(status=500)
+        if said == "slow":
+            return Reply(delay=1.5)
+        return Reply("three short words")
+
+    with ScriptedChatServer(responder) as server:
+        model = OpenAIChatModel(model="scripted", base_url=server.base_url, timeout=1.0, retries=2)
+        assert model.complete([{"role": "user", "content": "flaky"}]) == "three short words"
+        assert len(server.requests) == 2
+        try:
+            model.complete([{"role": "user", "content": "slow"}])
+            raise AssertionError("a slow answer should time out")
+        except LLMError as exc:
+            assert "did not answer within 1 s" in str(exc)
+        assert len(server.requests) == 3  # asked once: the timeout is spent
+        metered = MeteredModel(model, lambda text: len(text.split()))
+        assert list(metered.stream([{"role": "user", "content": "stream it"}])) == ["three ", "short ", "words"]
+        assert (metered.usage.calls, metered.usage.prompt_tokens, metered.usage.completion_tokens) == (1, 2, 3)

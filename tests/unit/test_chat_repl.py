@@ -77,8 +77,8 @@ def test_model_failure_is_one_line_and_the_chat_goes_on(bank):
     def responder(kind, messages):
         if kind == "answer" and "first" in messages[-1]["content"]:
             raise LLMError("the model at http://x did not answer within 1 s")
-        if kind == "gate":
-            return '{"keep": false, "type": null, "reason": "chit-chat"}'
+        if kind == "extract":
+            return '{"keep": false, "reason": "chit-chat", "memories": []}'
         return "second answer"
 
     code, out, err = run_chat(bank, ["first message please", "second message please"], model=ScriptedModel(responder))
@@ -107,3 +107,21 @@ def test_review_in_the_chat(bank):
     assert "maybe collects stamps" in out and "approved" in out and "rejected" in out
     assert "the review queue is empty" in out and err.count("\n") == 1 and "/review approve ID" in err
     assert bank.get(pending.id).status == "live" and bank.get(pending.id).content == "The user collects stamps"
+
+
+def test_stats_show_the_model_calls_and_tokens_of_the_session_and_the_last_turn(bank):
+    def responder(kind, messages):
+        if kind == "extract":
+            return '{"keep": false, "reason": "small talk", "memories": []}'
+        return "A streamed answer in a few words"
+
+    code, out, err = run_chat(bank, ["what is the weather like on Mars today?", "/stats"], model=ScriptedModel(responder))
+    assert code == 0 and err == ""
+    assert "assistant> A streamed answer in a few words" in out
+    (line,) = [line for line in out.splitlines() if line.startswith("model: ")]
+    assert line.startswith("model: 2 calls in 1 turns") and "last turn: 2 calls" in line
+
+
+def test_stats_say_so_when_no_model_was_called(bank):
+    code, out, _ = run_chat(bank, ["/stats"])
+    assert code == 0 and "model: no calls in this session (no model configured)" in out

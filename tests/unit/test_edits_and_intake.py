@@ -202,8 +202,6 @@ class TestTheChatAfterAnEdit:
         extract_calls = []
 
         def responder(kind, messages):
-            if kind == "gate":
-                return '{"keep": true, "type": "fact", "reason": "a fact"}'
             if kind == "extract":
                 said = messages[-1]["content"].split("Exchange:\nUser: ")[1].split("\n")[0]
                 extract_calls.append(said)
@@ -236,8 +234,6 @@ class TestTheChatAfterAnEdit:
         failures = {"extract": 1}
 
         def responder(kind, messages):
-            if kind == "gate":
-                return '{"keep": true, "type": "fact", "reason": "a fact"}'
             if kind == "extract":
                 if failures["extract"]:
                     failures["extract"] -= 1

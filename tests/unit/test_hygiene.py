@@ -63,8 +63,6 @@ def test_prune_dry_run_changes_nothing_and_gives_each_reason(make_bank, settings
 
 def test_a_low_confidence_extraction_waits_for_approval_and_a_rejected_one_is_gone(make_agent, settings):
     def responder(kind, messages):
-        if kind == "gate":
-            return '{"keep": true, "type": "fact", "reason": "scripted"}'
         if kind == "extract":
             said = messages[-1]["content"].split("User: ")[1].split("\n")[0]
             confidence = 0.3 if "maybe" in said else 0.9
@@ -96,8 +94,6 @@ def test_a_low_confidence_extraction_waits_for_approval_and_a_rejected_one_is_go
 
 def test_with_the_queue_off_low_confidence_only_lowers_the_weight(make_agent):
     def responder(kind, messages):
-        if kind == "gate":
-            return '{"keep": true, "type": "fact", "reason": "scripted"}'
         if kind == "extract":
             return json.dumps({"memories": [{"content": "The user may like jazz", "type": "preference",
                                              "importance": 0.8, "tags": [], "scope": "global", "confidence": 0.25,

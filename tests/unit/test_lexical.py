@@ -140,7 +140,7 @@ def test_the_english_stopwords_are_bm25s_own():
 
 def test_every_han_block_is_split_alike_by_retrieval_and_the_hit_rate():
     """Extension A and the compatibility block count as Chinese too (text.py), in keywords and in the hit rate."""
-    from vecmem.agent.memory_agent import _terms
+    from vecmem.agent.hits import _terms
 
     extension_a, compatibility = "\u3400\u3401", "\uf900\uf901"
     text = f"{extension_a} {compatibility} 中文"

@@ -5,9 +5,11 @@ a preference or an instruction 0.7; a plain fact or a conclusion 0.5. Scope is g
 preferences about the user, the session for the context of the task at hand ("这次", "today", "this session").
 
 * With a model: it sees the exchange and the user's most related existing memories under integer aliases
-  ([0], [1], ...; never raw ids), and answers JSON that must pass ``schemas.ExtractionReply``; each item
-  carries its own decision (ADD / UPDATE alias / NONE alias), which this module maps back to memory ids.
-  A reply that fails validation raises ``ExtractionError``.
+  ([0], [1], ...; never raw ids), and answers JSON that must pass ``schemas.WriteReply``: whether the message
+  holds anything worth keeping at all (the write gate's judgement, made in the same call: one model call for
+  the write side of a turn, ``decide``) and the memories, each with its own decision (ADD / UPDATE alias /
+  NONE alias), which this module maps back to memory ids. A reply that fails validation raises
+  ``ExtractionError``.
 * Without: ``statements.py`` takes each clause of the user's message that states something (never a question
   or a one-off request), rewrites it whole in the third person ("我住在杭州" -> "用户住在杭州", "I work at
   Alibaba Cloud" -> "The user works at Alibaba Cloud."), one memory per fact, tagged with the topic it names
@@ -24,7 +26,7 @@ from vecmem.agent import rules
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.agent.person import third_person
-from vecmem.agent.schemas import ExtractionReply, validate_reply
+from vecmem.agent.schemas import WriteReply, validate_reply
 from vecmem.agent.statements import Statement, statements
 from vecmem.errors import ExtractionError, LLMError
 from vecmem.maintenance.intake import INJECTION_CONFIDENCE, INJECTION_IMPORTANCE, defused_text
@@ -50,7 +52,9 @@ For each item decide against the existing memories (shown as [alias] (type) text
 - "ADD": new information; "target": null.
 - "UPDATE": it replaces or contradicts existing memory "target" (same topic, newer statement wins).
 - "NONE": existing memory "target" already says it.
-Return {"memories": []} when nothing is worth keeping. Reply with one JSON object only, matching this schema:
+Questions, requests for help, small talk, greetings and acknowledgements are not memories: then "keep" is false,
+"memories" is [] and "reason" says why in a few words; otherwise "keep" is true and "reason" says what it holds.
+Reply with one JSON object only, matching this schema:
 """
 
 
@@ -108,19 +112,40 @@ class Extractor:
 
     # ------------------------------------------------------------------------------------------ model
 
-    def _by_model(
-        self, message: str, reply: str | None, existing: Sequence[MemoryRecord]
-    ) -> list[Candidate]:
+    def decide(self, message: str, reply: str | None, existing: Sequence[MemoryRecord]) -> tuple[GateDecision,
+                                                                                              list[Candidate]]:
+        """With a model: the gate's judgement and the extraction of a message that passed the gate's rules, in
+        one call. A message it does not keep has no candidates."""
+        reply_data = self._ask(message, reply, existing)
+        kept = bool(reply_data.memories) if reply_data.keep is None else reply_data.keep and bool(reply_data.memories)
+        count = len(reply_data.memories)
+        reason = reply_data.reason or (f"the model extracted {count} statement{'s' if count != 1 else ''}" if kept
+                                       else "the model found nothing worth remembering")
+        decision = GateDecision(message, kept, "model", reason, reply_data.memories[0].type if kept else None)
+        if not kept:
+            return decision, []
+        found = self._candidates(reply_data, message, existing)
+        return decision, [_defused(c) for c in found] if rules.looks_like_injection(message) else found
+
+    def _ask(self, message: str, reply: str | None, existing: Sequence[MemoryRecord]) -> WriteReply:
         if self.model is None:  # callers take this path only with a model; say so plainly if one ever does not
             raise LLMError("extraction by a model was asked for, but no chat model is configured")
         shown = "\n".join(f"[{alias}] ({record.type}) {record.content}" for alias, record in enumerate(existing))
         exchange = f"User: {message}" + (f"\nAssistant: {reply}" if reply else "")
         prompt = [
-            {"role": "system", "content": EXTRACT_PROMPT + json.dumps(ExtractionReply.model_json_schema())},
+            {"role": "system", "content": EXTRACT_PROMPT + json.dumps(WriteReply.model_json_schema())},
             {"role": "user", "content": f"Existing memories:\n{shown or '(none)'}\n\nExchange:\n{exchange}"},
         ]
         answer = self.model.complete(prompt, max_tokens=800)
-        parsed = validate_reply(ExtractionReply, parse_json_object(answer, what="extraction"), what="extraction")
+        return validate_reply(WriteReply, parse_json_object(answer, what="extraction"), what="extraction")
+
+    def _by_model(
+        self, message: str, reply: str | None, existing: Sequence[MemoryRecord]
+    ) -> list[Candidate]:
+        return self._candidates(self._ask(message, reply, existing), message, existing)
+
+    @staticmethod
+    def _candidates(parsed: WriteReply, message: str, existing: Sequence[MemoryRecord]) -> list[Candidate]:
         candidates = []
         for index, item in enumerate(parsed.memories):
             target_id = None

@@ -4,9 +4,10 @@ Stage 1, rules (always): pure filler (你好, 谢谢, 嗯嗯, 好的, ok, thanks
 or fewer than ``min_chars`` characters without a statement holding information (length counts information:
 "我住在杭州" is five characters and kept, "我是猫" is not; ``rules.content_problem``): dropped. Stage 2,
 judgement of what passes: does it hold a fact, a preference, an instruction or a conclusion? The chat model
-decides when one is configured; otherwise the clauses that ``statements.py`` would extract do (questions and
-one-off requests are never kept), with the Chinese and English cue lexicons of ``vecmem.rules``. Every decision carries its stage and reason; the
-agent logs them so they can be inspected (``/log`` in the chat, ``vecmem decisions``).
+decides when one is configured, in the same call as the extraction (``Extractor.decide``: one model call for
+the write side of a turn); otherwise the clauses that ``statements.py`` would extract do (questions and one-off
+requests are never kept), with the Chinese and English cue lexicons of ``vecmem.rules``. Every decision carries
+its stage and reason; the agent logs them so they can be inspected (``/log`` in the chat, ``vecmem decisions``).
 """
 
 from __future__ import annotations
@@ -50,11 +51,17 @@ class WriteGate:
         self.model = model
         self.min_chars = min_chars
 
-    def judge(self, text: str) -> GateDecision:
-        """Rules first, then the model or the lexicons. Model failures raise LLMError/ExtractionError."""
+    def screen(self, text: str) -> GateDecision | None:
+        """Stage 1 alone, the rules: a decision to drop the message, or None when it goes on to be judged."""
         problem = rules.content_problem(text, min_chars=self.min_chars, is_statement=_states_something)
-        if problem is not None:
-            return GateDecision(text, False, "rules", problem)
+        return None if problem is None else GateDecision(text, False, "rules", problem)
+
+    def judge(self, text: str) -> GateDecision:
+        """Rules first, then the model or the lexicons. Model failures raise LLMError/ExtractionError. (The
+        memory agent asks a model for the decision and the extraction in one call instead: extract.py.)"""
+        screened = self.screen(text)
+        if screened is not None:
+            return screened
         if self.model is None:  # the clauses extraction would keep: the gate and extraction never disagree
             found = statements(text)
             if not found:

@@ -50,12 +50,22 @@ class MessageWrite:
 
 def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
                   message: str, reply: str | None, *, user_id: str, session_id: str | None) -> MessageWrite:
-    """Gate, extract and resolve one user message: the chat turn's write step, without its session log."""
-    decision = gate.judge(message)
-    if not decision.keep:
-        return MessageWrite(decision)
-    related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
-    candidates = extractor.extract(message, reply, decision, [hit.record for hit in related])
+    """Gate, extract and resolve one user message: the chat turn's write step, without its session log. With a
+    model, one call decides and extracts (``Extractor.decide``) for what passes the gate's rules."""
+    if extractor.model is None:
+        decision = gate.judge(message)
+        if not decision.keep:
+            return MessageWrite(decision)
+        related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
+        candidates = extractor.extract(message, reply, decision, [hit.record for hit in related])
+    else:
+        screened = gate.screen(message)
+        if screened is not None:
+            return MessageWrite(screened)
+        related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
+        decision, candidates = extractor.decide(message, reply, [hit.record for hit in related])
+        if not decision.keep:
+            return MessageWrite(decision)
     steps = []
     for candidate in candidates:
         resolution = resolver.resolve(candidate, user_id=user_id, session_id=session_id)

@@ -3,19 +3,32 @@
 Everything else talks to the ``ChatModel`` protocol, so tests pass a scripted model through constructors, and
 integration tests run the real openai client against a scripted HTTP server. SDK errors become ``LLMError``
 with one clear sentence: a timeout, a 429, a 5xx or an unreachable server never escapes as a traceback.
+
+**A call never takes longer than ``VECMEM_LLM_TIMEOUT``** (an answer streamed as it comes is bounded between
+chunks instead). The SDK's own retries are off: they would start a new full timeout each time. A 429, a 5xx or
+a dropped connection is tried again (``VECMEM_LLM_RETRIES`` times, backing off) only within what is left of the
+timeout, and a timeout is never tried again: the time is spent.
+
+``MeteredModel`` counts calls and tokens (as the budgeter counts them: the same count for every server, whether
+or not it reports usage), so the chat can say what each turn cost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from vecmem.config import Settings
 from vecmem.errors import ExtractionError, LLMError
 
-__all__ = ["ChatModel", "OpenAIChatModel", "chat_model_from_settings", "parse_json_object"]
+__all__ = ["ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel", "StreamingChatModel",
+           "chat_model_from_settings", "parse_json_object"]
 
 Message = Mapping[str, str]
 
@@ -27,6 +40,86 @@ class ChatModel(Protocol):
     def name(self) -> str: ...
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str: ...
+
+
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A model that can also hand its answer over as it is written (the chat prints it as it comes)."""
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> Iterator[str]: ...
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """Model calls and tokens (prompt and completion, as the budgeter counts them)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __sub__(self, earlier: ModelUsage) -> ModelUsage:
+        return ModelUsage(self.calls - earlier.calls, self.prompt_tokens - earlier.prompt_tokens,
+                          self.completion_tokens - earlier.completion_tokens)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class MeteredModel:
+    """A ChatModel that counts what goes through it (``usage``): every call, failed ones included, and the
+    tokens of what was sent and answered. ``count`` is the budgeter's token counter."""
+
+    def __init__(self, model: ChatModel, count: Callable[[str], int]) -> None:
+        self.model = model
+        self._count = count
+        self._usage = ModelUsage()
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def usage(self) -> ModelUsage:
+        with self._lock:
+            return self._usage
+
+    @property
+    def streams(self) -> bool:
+        return isinstance(self.model, StreamingChatModel)
+
+    def _add(self, messages: Sequence[Message], answer: str) -> None:
+        prompt = sum(self._count(message.get("content", "")) for message in messages)
+        completion = self._count(answer) if answer else 0
+        with self._lock:
+            used = self._usage
+            self._usage = ModelUsage(used.calls + 1, used.prompt_tokens + prompt, used.completion_tokens + completion)
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
+        answer = ""
+        try:
+            answer = self.model.complete(messages, max_tokens=max_tokens)
+            return answer
+        finally:
+            self._add(messages, answer)
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> Iterator[str]:
+        """The answer in pieces, from the model's stream when it has one (else in one piece)."""
+        pieces: list[str] = []
+        try:
+            if isinstance(self.model, StreamingChatModel):
+                for piece in self.model.stream(messages, max_tokens=max_tokens):
+                    pieces.append(piece)
+                    yield piece
+            else:
+                pieces.append(self.model.complete(messages, max_tokens=max_tokens))
+                yield pieces[0]
+        finally:
+            self._add(messages, "".join(pieces))
+
+
+_RETRY_BACKOFF_S = 0.5  # before the first retry of a 429, 5xx or dropped connection; doubled each time
 
 
 class OpenAIChatModel:
@@ -49,37 +142,37 @@ class OpenAIChatModel:
         self._timeout = timeout
         self._temperature = temperature
         self._where = base_url or "https://api.openai.com/v1"
-        # Local servers (Ollama, vLLM) accept any key, but the SDK refuses to start without one.
-        self._client = openai.OpenAI(
-            api_key=api_key or "not-needed", base_url=base_url, timeout=timeout, max_retries=retries
-        )
+        self._retries = retries
+        # Local servers (Ollama, vLLM) accept any key, but the SDK refuses to start without one. The SDK's retries
+        # are off: each would wait a full timeout again (module docstring).
+        self._client = openai.OpenAI(api_key=api_key or "not-needed", base_url=base_url, timeout=timeout,
+                                     max_retries=0)
 
     @property
     def name(self) -> str:
         return f"{self._model} at {self._where}"
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
-        openai = self._openai
-        options: dict[str, Any] = {"model": self._model, "messages": [dict(m) for m in messages]}
-        options["temperature"] = self._temperature
+    def _options(self, messages: Sequence[Message], max_tokens: int | None) -> dict[str, Any]:
+        options: dict[str, Any] = {"model": self._model, "messages": [dict(m) for m in messages],
+                                   "temperature": self._temperature}
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
-        try:
-            response = self._client.chat.completions.create(**options)
-        except openai.APITimeoutError as exc:
-            raise LLMError(f"the model at {self._where} did not answer within {self._timeout:g} s") from exc
-        except openai.RateLimitError as exc:
-            raise LLMError(f"the model server at {self._where} is rate-limiting requests (429); try again shortly") from exc
-        except openai.APIStatusError as exc:
-            raise LLMError(
-                f"the model server at {self._where} answered {exc.status_code}: {_short(exc.message)}"
-            ) from exc
-        except openai.APIConnectionError as exc:
-            raise LLMError(f"cannot reach the model server at {self._where}: {_short(str(exc))}") from exc
-        except openai.OpenAIError as exc:
-            raise LLMError(f"the model call failed: {_short(str(exc))}") from exc
-        except ValueError as exc:  # the SDK lets a truncated or non-JSON body escape as JSONDecodeError
-            raise LLMError(f"the model server at {self._where} sent a reply that is not valid JSON: {exc}") from exc
+        return options
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
+        options = self._options(messages, max_tokens)
+        deadline = time.monotonic() + self._timeout
+        for attempt in range(self._retries + 1):
+            left = deadline - time.monotonic()
+            try:
+                with self._mapped():
+                    response = self._client.chat.completions.create(**options, timeout=max(left, 0.001))
+                break
+            except _Retryable as exc:
+                pause = _RETRY_BACKOFF_S * 2 ** attempt
+                if attempt == self._retries or deadline - time.monotonic() <= pause:
+                    raise exc.error from exc.__cause__
+                time.sleep(pause)
         try:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, TypeError) as exc:
@@ -87,6 +180,51 @@ class OpenAIChatModel:
         if not isinstance(content, str) or not content.strip():  # a server may send null, or not a string at all
             raise LLMError(f"the model at {self._where} returned an empty answer")
         return content
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> Iterator[str]:
+        """The answer in pieces as the server writes them (no retry: what was shown cannot be taken back)."""
+        received = False
+        with self._mapped(retryable=False):
+            chunks = self._client.chat.completions.create(**self._options(messages, max_tokens), stream=True)
+            for chunk in chunks:
+                choices = getattr(chunk, "choices", None) or []
+                piece = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
+                if isinstance(piece, str) and piece:
+                    received = True
+                    yield piece
+        if not received:
+            raise LLMError(f"the model at {self._where} returned an empty answer")
+
+    @contextlib.contextmanager
+    def _mapped(self, *, retryable: bool = True) -> Iterator[None]:
+        """The SDK's errors as LLMError, most specific first; with ``retryable``, those worth another try inside
+        the timeout (429, 5xx, a dropped connection) wrapped in ``_Retryable``."""
+        openai = self._openai
+        try:
+            yield
+        except openai.APITimeoutError as exc:  # before APIConnectionError, its base class
+            raise LLMError(f"the model at {self._where} did not answer within {self._timeout:g} s") from exc
+        except openai.RateLimitError as exc:
+            error = LLMError(f"the model server at {self._where} is rate-limiting requests (429); try again shortly")
+            raise (_Retryable(error) if retryable else error) from exc
+        except openai.APIStatusError as exc:
+            error = LLMError(f"the model server at {self._where} answered {exc.status_code}: {_short(exc.message)}")
+            raise (_Retryable(error) if retryable and exc.status_code >= 500 else error) from exc
+        except openai.APIConnectionError as exc:
+            error = LLMError(f"cannot reach the model server at {self._where}: {_short(str(exc))}")
+            raise (_Retryable(error) if retryable else error) from exc
+        except openai.OpenAIError as exc:
+            raise LLMError(f"the model call failed: {_short(str(exc))}") from exc
+        except ValueError as exc:  # the SDK lets a truncated or non-JSON body escape as JSONDecodeError
+            raise LLMError(f"the model server at {self._where} sent a reply that is not valid JSON: {exc}") from exc
+
+
+class _Retryable(Exception):  # a carrier, never raised past this module
+    """An LLMError worth another try within the timeout."""
+
+    def __init__(self, error: LLMError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def chat_model_from_settings(settings: Settings) -> ChatModel | None:

@@ -9,23 +9,26 @@ memory (the task in progress, verbatim until marked done) and long-term (the Mem
 * Proactive recall: when the user points at the past ("上次那个方案", "as I said before"), a second, wider
   retrieval of every type runs (twice the candidates) and the two most recent summaries come first.
 * Writing: every pending user turn goes through the write gate (decision logged), extraction and conflict
-  resolution. If that fails (the model, or the store refusing a write), the turn stays in short-term memory and
-  is retried with the next message, once: a second failure parks it (``WRITE_ATTEMPTS``), reported in the
-  turn's result and logged, so one bad turn never fails every later message. The answer is never lost to it.
+  resolution; with a model, the gate's judgement and the extraction are one call (learn.write_message). If that
+  fails (the model, or the store refusing a write), the turn stays in short-term memory and is retried with the
+  next message, once: a second failure parks it (``WRITE_ATTEMPTS``), reported in the turn's result and logged,
+  so one bad turn never fails every later message. The answer is never lost to it. When the model failed to
+  answer, the write step does not ask it again in the same turn: a model that is down costs one call (at most
+  ``VECMEM_LLM_TIMEOUT``) and one error line a turn, and the turns wait, pending, for the next answered one.
+* Model cost: every call is counted (``MeteredModel``: calls, and tokens as the budgeter counts them), per turn
+  in the result and per session in the session store (``/stats``). The answer is streamed to ``on_answer`` when
+  the chat asks for it.
 * Every ``VECMEM_SUMMARY_EVERY`` kept turns a local summary (a session ``conclusion``), every
   ``VECMEM_GLOBAL_SUMMARY_EVERY`` local summaries a global one.
 * Cold start: a user with no memories and no history gets ``TEMPLATES`` (source ``template``), whose
   importance halves with every ``TEMPLATE_HALF_LIFE`` real memories the user accumulates.
-* Memory hit rate: an injected memory counts as used when at least 30% of its content terms (words; for
-  Chinese, character bigrams) appear in the answer. The running rate per session warns below 30% and hints
-  at retrieving more above 70%, each time another 10 memories have been injected.
+* Memory hit rate (hits.py): the share of injected memories the answers used, per session.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vecmem.agent import rules
@@ -33,13 +36,14 @@ from vecmem.agent.compress import Summarizer
 from vecmem.agent.conflict import ConflictResolver, Written
 from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
 from vecmem.agent.gate import GateDecision, WriteGate
-from vecmem.agent.llm import ChatModel
+from vecmem.agent.hits import HitReport, measure_hits, memory_used
+from vecmem.agent.learn import write_message
+from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage
 from vecmem.api import MemoryApi
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
-from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
+from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, TiktokenCounter
 from vecmem.storage.sessions import SessionCounters, SessionStore, StoredTurn
-from vecmem.text import char_bigrams, cjk_runs
 
 __all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
 
@@ -56,8 +60,6 @@ TEMPLATES: tuple[tuple[str, str, str, float], ...] = (  # id, content, type, sta
      "instruction", 0.4),
 )
 TEMPLATE_HALF_LIFE = 10
-USED_OVERLAP = 0.3
-HIT_RATE_MIN_INJECTED = 10
 SUMMARY_IMPORTANCE = {"local": 0.5, "global": 0.6}
 # A user turn's status in the session store: "pending" until its write step ran, "kept" or "dropped" after it;
 # RETRY once that step failed, PARKED when it failed WRITE_ATTEMPTS times: never tried again.
@@ -77,14 +79,6 @@ class TurnWrite:
 
 
 @dataclass(frozen=True)
-class HitReport:
-    used_ids: tuple[str, ...]
-    injected: int
-    session_rate: float | None
-    notice: str | None
-
-
-@dataclass(frozen=True)
 class TurnResult:
     message: str
     pack: PromptPack
@@ -99,24 +93,8 @@ class TurnResult:
     summaries: tuple[MemoryRecord, ...] = ()
     notices: tuple[str, ...] = field(default_factory=tuple)
     hits: HitReport | None = None
-
-
-_LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9+#.\-]{2,}")
-_IGNORED_TERMS = {"the", "user", "user's", "and", "for", "with", "that", "this", "用户"}
-
-
-def _terms(text: str) -> set[str]:
-    lowered = text.lower()
-    terms = {word.strip(".-") for word in _LATIN_WORD.findall(lowered)} - _IGNORED_TERMS
-    for run in cjk_runs(lowered.replace("用户", " ")):  # Chinese terms: character bigrams, as retrieval's
-        terms.update(char_bigrams(run))
-    return terms
-
-
-def memory_used(memory: str, answer: str) -> bool:
-    """The documented hit measure: >= 30% of the memory's terms appear in the answer."""
-    wanted = _terms(memory)
-    return bool(wanted) and len(wanted & _terms(answer)) / len(wanted) >= USED_OVERLAP
+    usage: ModelUsage = field(default_factory=ModelUsage)  # this turn's model calls and tokens (all its calls)
+    streamed: bool = False  # the answer went to ``on_answer`` as it was written
 
 
 class MemoryAgent:
@@ -137,7 +115,8 @@ class MemoryAgent:
         settings = bank.settings
         self.bank = bank
         self.sessions = sessions
-        self.model = model
+        self.model = None if model is None else MeteredModel(model, TiktokenCounter(settings.tokenizer).count)
+        model = self.model
         self.user_id = user_id or settings.default_user
         self.session_id = validate_session_id(session_id)
         self.routes = dict(routes if routes is not None else DEFAULT_ROUTES if settings.type_routing else {})
@@ -153,7 +132,8 @@ class MemoryAgent:
 
     # ------------------------------------------------------------------------------------------ the turn
 
-    def turn(self, message: str) -> TurnResult:
+    def turn(self, message: str, *, on_answer: Callable[[str], None] | None = None) -> TurnResult:
+        """One turn; ``on_answer`` gets the answer in pieces as the model writes it (the chat prints them)."""
         if not isinstance(message, str) or not message.strip():
             raise InvalidInputError("message", "must not be empty")
         message = message.strip()
@@ -172,14 +152,26 @@ class MemoryAgent:
         self.last_pack = pack
         turn_id = self.sessions.add_turn(self.user_id, self.session_id, "user", message)
         answer = answer_error = None
+        before = self.model.usage if self.model is not None else ModelUsage()
         if self.model is not None:
             try:
-                answer = self.model.complete(pack.messages)
+                answer = self._answer(pack, on_answer)
                 self.sessions.add_turn(self.user_id, self.session_id, "assistant", answer, status="done")
             except LLMError as exc:
                 answer_error = str(exc)
-        writes, write_error, summaries, notices, parked = self._write_pending(turn_id, answer)
-        hits_report = self._measure_hits(pack, answer) if answer is not None else None
+        writes: list[TurnWrite] = []
+        summaries: list[MemoryRecord] = []
+        notices: list[str] = []
+        parked: list[str] = []
+        write_error: str | None = None
+        if answer_error is None:  # a model that did not answer is not asked again this turn (module docstring)
+            writes, write_error, summaries, notices, parked = self._write_pending(turn_id, answer)
+        usage = self.model.usage - before if self.model is not None else ModelUsage()
+        if usage.calls:
+            self.sessions.record_usage(self.user_id, self.session_id, turn_id, calls=usage.calls,
+                                       prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
+        hits_report = (measure_hits(self.sessions, self.user_id, self.session_id, pack, answer)
+                       if answer is not None else None)
         if hits_report is not None and hits_report.notice:
             notices.append(hits_report.notice)
         return TurnResult(
@@ -196,7 +188,23 @@ class MemoryAgent:
             summaries=tuple(summaries),
             notices=tuple(notices),
             hits=hits_report,
+            usage=usage,
+            streamed=answer is not None and on_answer is not None,
         )
+
+    def _answer(self, pack: PromptPack, on_answer: Callable[[str], None] | None) -> str:
+        """The model's answer, streamed to ``on_answer`` piece by piece when given."""
+        assert self.model is not None, "called only with a model"
+        if on_answer is None:
+            return self.model.complete(pack.messages)
+        pieces = []
+        for piece in self.model.stream(pack.messages):
+            pieces.append(piece)
+            on_answer(piece)
+        answer = "".join(pieces)
+        if not answer.strip():
+            raise LLMError(f"the model {self.model.name} returned an empty answer")
+        return answer
 
     def retrieve(self, message: str) -> tuple[str, tuple[str, ...] | None, bool, list[Hit]]:
         """Routed retrieval, widened when the message points at the past. Touches nothing."""
@@ -268,22 +276,16 @@ class MemoryAgent:
         return writes, None, summaries, notices, parked
 
     def _write_turn(self, turn_id: int, message: str, reply: str | None) -> TurnWrite:
-        decision = self.gate.judge(message)
+        """The write step of one user turn (learn.write_message: with a model, one call), logged."""
+        write = write_message(self.bank, self.gate, self.extractor, self.resolver, message, reply,
+                              user_id=self.user_id, session_id=self.session_id)
+        decision = write.decision
         self.sessions.log_decision(
             self.user_id, self.session_id, text=message, kept=decision.keep, stage=decision.stage,
             memory_type=decision.memory_type, reason=decision.reason,
         )
-        if not decision.keep:
-            self.sessions.set_status(turn_id, "dropped")
-            return TurnWrite(turn_id, decision)
-        related = self.bank.search(message, 10, user_id=self.user_id, session_id=self.session_id, record_access=False)
-        candidates = self.extractor.extract(message, reply, decision, [hit.record for hit in related])
-        written = []
-        for candidate in candidates:
-            resolution = self.resolver.resolve(candidate, user_id=self.user_id, session_id=self.session_id)
-            written.append(self.resolver.apply(candidate, resolution, user_id=self.user_id, session_id=self.session_id))
-        self.sessions.set_status(turn_id, "kept")
-        return TurnWrite(turn_id, decision, tuple(written))
+        self.sessions.set_status(turn_id, "kept" if decision.keep else "dropped")
+        return TurnWrite(turn_id, decision, tuple(written for _, written in write.steps))
 
     # ------------------------------------------------------------------------------------------ summaries
 
@@ -342,23 +344,6 @@ class MemoryAgent:
         )
 
     # ------------------------------------------------------------------------------------------ hit rate
-
-    def _measure_hits(self, pack: PromptPack, answer: str) -> HitReport:
-        used = tuple(hit.id for hit in pack.memories if memory_used(hit.content, answer))
-        counters = self.sessions.record_hits(
-            self.user_id, self.session_id, injected=len(pack.memories), used=len(used)
-        )
-        rate = counters.hit_rate
-        notice = None
-        crossed = counters.injected // HIT_RATE_MIN_INJECTED > (counters.injected - len(pack.memories)) // HIT_RATE_MIN_INJECTED
-        if rate is not None and crossed:  # once per 10 newly injected memories, not on every turn
-            if rate < 0.3:
-                notice = (f"memory hit rate {rate:.0%} in this session: most injected memories go unused; "
-                          "retrieval may be bringing noise")
-            elif rate > 0.7:
-                notice = (f"memory hit rate {rate:.0%} in this session: answers use most injected memories; "
-                          "consider retrieving more (a larger k or long-term share)")
-        return HitReport(used, len(pack.memories), rate, notice)
 
     # ------------------------------------------------------------------------------------------ cold start
 

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from vecmem.errors import ExtractionError
 
-__all__ = ["GateReply", "ExtractedItem", "ExtractionReply", "SummaryReply", "validate_reply", "schema_text"]
+__all__ = ["GateReply", "ExtractedItem", "ExtractionReply", "WriteReply", "SummaryReply", "validate_reply",
+           "schema_text"]
 
 MemoryTypeName = Literal["fact", "preference", "instruction", "conclusion"]
 
@@ -52,6 +53,22 @@ class ExtractedItem(_Strict):
 
 class ExtractionReply(_Strict):
     memories: list[ExtractedItem] = Field(max_length=10)
+
+
+class WriteReply(_Strict):
+    """The write side of a turn in one call: the gate's decision and the extraction together. ``keep`` and
+    ``reason`` may be left out (a model that answers the extraction's shape alone): then what it extracted is
+    the decision."""
+
+    keep: bool | None = None
+    reason: str | None = Field(None, max_length=300)
+    memories: list[ExtractedItem] = Field(max_length=10)
+
+    @model_validator(mode="after")
+    def _nothing_when_dropped(self) -> WriteReply:
+        if self.keep is False and self.memories:
+            raise ValueError("a message that is not kept has no memories")
+        return self
 
 
 class SummaryReply(_Strict):

@@ -102,9 +102,27 @@ class ChatRepl:
                     else:
                         command(rest.strip())
                 else:
-                    self.show(agent.turn(line))
+                    self.show(self._turn(line))
             except VecmemError as exc:
                 self.error(str(exc))
+
+    def _turn(self, line: str) -> TurnResult:
+        """One turn, the model's answer printed as it is written."""
+        started = False
+
+        def on_answer(piece: str) -> None:
+            nonlocal started
+            if not started:
+                self.out.write("assistant> ")
+                started = True
+            self.out.write(piece)
+            self.out.flush()
+
+        try:
+            return self.agent.turn(line, on_answer=on_answer if self.agent.model is not None else None)
+        finally:
+            if started:
+                self.say()  # the answer's line ends (also when it broke off: the error follows on its own line)
 
     def _warm_up(self) -> None:
         try:
@@ -118,7 +136,8 @@ class ChatRepl:
     def show(self, result: TurnResult) -> None:
         pack = result.pack
         if result.answer is not None:
-            self.say(f"assistant> {result.answer}")
+            if not result.streamed:  # else it was printed as it came
+                self.say(f"assistant> {result.answer}")
         elif result.answer_error is not None:
             self.error(f"{result.answer_error}; your message is kept in this session's short-term memory")
         else:
@@ -231,6 +250,14 @@ class ChatRepl:
         rate = "n/a" if counters.hit_rate is None else f"{counters.hit_rate:.0%} ({counters.used}/{counters.injected})"
         self.say(f"session {agent.session_id!r}: {counters.kept_turns} kept turns, "
                  f"{len(counters.local_summaries)} local summaries, memory hit rate {rate}")
+        total, last = agent.sessions.usage(agent.user_id, agent.session_id)
+        if last is None:
+            self.say("model: no calls in this session" + ("" if agent.model else " (no model configured)"))
+            return
+        self.say(f"model: {total.calls} calls in {total.turns} turns, {total.prompt_tokens} prompt + "
+                 f"{total.completion_tokens} completion tokens ({total.calls / total.turns:.1f} calls and "
+                 f"{(total.prompt_tokens + total.completion_tokens) / total.turns:.0f} tokens a turn); last turn: "
+                 f"{last.calls} calls, {last.prompt_tokens} + {last.completion_tokens} tokens")
 
     def cmd_prompt(self, _rest: str) -> None:
         pack = self.agent.last_pack

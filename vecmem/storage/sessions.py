@@ -23,7 +23,7 @@ from vecmem.storage.database import Database
 from vecmem.storage.sqlite import SQLiteFile
 from vecmem.storage.state import state_database
 
-__all__ = ["SessionStore", "StoredTurn", "Task", "LoggedDecision", "SessionCounters"]
+__all__ = ["SessionStore", "StoredTurn", "Task", "LoggedDecision", "SessionCounters", "TurnUsage"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS decisions (
     kept INTEGER NOT NULL, stage TEXT NOT NULL, memory_type TEXT, reason TEXT NOT NULL, created_at {float} NOT NULL);
 CREATE TABLE IF NOT EXISTS window_memories (
     id {serial}, user_id TEXT NOT NULL, session_id TEXT NOT NULL, memory_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS model_usage (
+    user_id TEXT NOT NULL, session_id TEXT NOT NULL, turn_id {bigint} NOT NULL, calls INTEGER NOT NULL,
+    prompt_tokens {bigint} NOT NULL, completion_tokens {bigint} NOT NULL, created_at {float} NOT NULL);
+CREATE INDEX IF NOT EXISTS model_usage_by_session ON model_usage (user_id, session_id, turn_id);
 CREATE TABLE IF NOT EXISTS counters (
     user_id TEXT NOT NULL, session_id TEXT NOT NULL, kept_turns INTEGER NOT NULL DEFAULT 0,
     local_summaries TEXT NOT NULL DEFAULT '[]', injected {bigint} NOT NULL DEFAULT 0,
@@ -100,6 +104,16 @@ class SessionCounters:
     @property
     def hit_rate(self) -> float | None:
         return None if self.injected == 0 else self.used / self.injected
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    """Model calls and tokens: of one turn, or summed over a session."""
+
+    turns: int  # turns that called the model
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
 
 
 class SessionStore:
@@ -305,6 +319,27 @@ class SessionStore:
             )
             db.execute("DELETE FROM window_memories WHERE user_id = ? AND session_id = ?", (user_id, session_id))
         return len(summaries)
+
+    def record_usage(self, user_id: str, session_id: str, turn_id: int, *, calls: int, prompt_tokens: int,
+                     completion_tokens: int) -> None:
+        """What one turn cost in model calls and tokens (the chat's /stats)."""
+        self._db.fetch(
+            "INSERT INTO model_usage (user_id, session_id, turn_id, calls, prompt_tokens, completion_tokens, "
+            "created_at) VALUES (?,?,?,?,?,?,?)",
+            (user_id, session_id, turn_id, calls, prompt_tokens, completion_tokens, _now()),
+        )
+
+    def usage(self, user_id: str, session_id: str) -> tuple[TurnUsage, TurnUsage | None]:
+        """(the session's model use summed, its last turn's, or None before any)."""
+        rows = self._db.fetch(
+            "SELECT count(*), coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0), "
+            "coalesce(sum(completion_tokens), 0) FROM model_usage WHERE user_id = ? AND session_id = ?",
+            (user_id, session_id))
+        last = self._db.fetch(
+            "SELECT calls, prompt_tokens, completion_tokens FROM model_usage WHERE user_id = ? AND session_id = ? "
+            "ORDER BY turn_id DESC LIMIT 1", (user_id, session_id))
+        total = TurnUsage(*(int(value) for value in rows[0]))
+        return total, None if not last else TurnUsage(1, *(int(value) for value in last[0]))
 
     def record_hits(self, user_id: str, session_id: str, *, injected: int, used: int) -> SessionCounters:
         self._ensure_counters(user_id, session_id)
