@@ -58,6 +58,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     )
     from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
     from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
+    from vecmem.retrieval.endpoint_embedder import EndpointEmbedder
     from vecmem.storage.base import MemoryStore, UserWrite
     from vecmem.storage.changes import ChangeFeed, Changes
     from vecmem.storage.chroma import ChromaStore
@@ -108,6 +109,7 @@ __all__ = [
     "BudgetShares",
     "Embedder",
     "SentenceTransformerEmbedder",
+    "EndpointEmbedder",
     "TokenCounter",
     "TiktokenCounter",
     "EstimatingCounter",
@@ -163,6 +165,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     ),
     "vecmem.retrieval.budget": ("DEFAULT_SYSTEM_PROMPT", "EstimatingCounter", "TiktokenCounter", "TokenCounter"),
     "vecmem.retrieval.embedders": ("Embedder", "SentenceTransformerEmbedder"),
+    "vecmem.retrieval.endpoint_embedder": ("EndpointEmbedder",),
     "vecmem.storage.base": ("MemoryStore", "UserWrite"),
     "vecmem.storage.changes": ("ChangeFeed", "Changes"),
     "vecmem.storage.chroma": ("ChromaStore",),

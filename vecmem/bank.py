@@ -32,7 +32,7 @@ from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
 from vecmem.models import GLOBAL_SCOPE, Hit, ImportReport, MemoryFilter, MemoryRecord, PromptPack, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
-from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
+from vecmem.retrieval.embedders import Embedder, embedder_for
 from vecmem.retrieval.retriever import Retriever
 from vecmem.retrieval.tokenize import warm_up as warm_tokenizer
 from vecmem.storage.base import MemoryStore
@@ -67,9 +67,7 @@ class MemoryBank:
         (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs (default: the agent's, learning.py)."""
         self._learner = learner
         self.settings = settings if settings is not None else Settings.from_env()
-        self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
-            self.settings.embed_model, device=self.settings.embed_device, batch_size=self.settings.embed_batch_size,
-            backend=self.settings.embed_backend, cache_dir=self.settings.model_cache)
+        self.embedder: Embedder = embedder or embedder_for(self.settings)
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()

@@ -286,6 +286,12 @@ class Settings:
     embed_model: str = setting("VECMEM_EMBED_MODEL", DEFAULT_EMBED_MODEL, _text, _non_empty)
     embed_device: str = setting("VECMEM_EMBED_DEVICE", "cpu", _text, _non_empty)
     embed_batch_size: int = setting("VECMEM_EMBED_BATCH_SIZE", 64, _integer, _at_least(1))
+    # VECMEM_EMBED_MODEL=openai:<name>: the OpenAI-compatible endpoint (default OPENAI_BASE_URL, else OpenAI's) and
+    # its key (default OPENAI_API_KEY); seconds a call may take, retries of a 429, 5xx or dropped connection
+    embed_base_url: str | None = setting("VECMEM_EMBED_BASE_URL", None, _text, _url("http://host:port/v1"))
+    embed_api_key: str | None = setting("VECMEM_EMBED_API_KEY", None, _text, repr=False)
+    embed_timeout: float = setting("VECMEM_EMBED_TIMEOUT", 30.0, _number, _positive_seconds)
+    embed_retries: int = setting("VECMEM_EMBED_RETRIES", 2, _integer, _at_least(0))
     # "onnx" (ONNX Runtime on CPU, exported once) or "torch"
     embed_backend: str = setting("VECMEM_EMBED_BACKEND", "onnx", _lowercase, _one_of("onnx", "torch"))
     # where ONNX exports are kept

@@ -32,11 +32,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from vecmem.config import DEFAULT_EMBED_MODEL
+from vecmem.config import DEFAULT_EMBED_MODEL, Settings
 from vecmem.errors import EmbeddingError
+from vecmem.retrieval.endpoint_embedder import ENDPOINT_PREFIX, EndpointEmbedder
 from vecmem.retrieval.onnx_runtime import OnnxSentenceEncoder, load_plain_pipeline, session_options
 
-__all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "resolve_model_location", "BACKENDS"]
+__all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "embedder_for", "resolve_model_location",
+           "BACKENDS"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("onnx", "torch")
@@ -65,6 +67,20 @@ class Embedder(Protocol):
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised vectors, one row per text (2-D float32), for memories being stored."""
+
+
+def embedder_for(settings: Settings) -> Embedder:
+    """The configured model: ``openai:<name>`` at an OpenAI-compatible endpoint (endpoint_embedder.py), else a
+    sentence-transformers model run here."""
+    if settings.embed_model.startswith(ENDPOINT_PREFIX):
+        return EndpointEmbedder(settings.embed_model[len(ENDPOINT_PREFIX):],
+                                base_url=settings.embed_base_url or settings.openai_base_url,
+                                api_key=settings.embed_api_key or settings.openai_api_key,
+                                batch_size=settings.embed_batch_size, timeout=settings.embed_timeout,
+                                retries=settings.embed_retries)
+    return SentenceTransformerEmbedder(settings.embed_model, device=settings.embed_device,
+                                       batch_size=settings.embed_batch_size, backend=settings.embed_backend,
+                                       cache_dir=settings.model_cache)
 
 
 def canonical_model_name(model: str) -> str:
