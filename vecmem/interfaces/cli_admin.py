@@ -206,11 +206,13 @@ def _keys_action(ctx: Context, store: KeyStore) -> int:
 @commands.command("mcp", "a Model Context Protocol server on stdio: remember, recall, forget, list_memories",
                   per_user=False)
 def mcp(ctx: Context) -> int:
-    from vecmem.interfaces.mcp_server import create_server  # the MCP SDK only for this command
+    from vecmem.interfaces.mcp_server import create_server, warm_start  # the MCP SDK only for this command
     from vecmem.interfaces.opening import long_running_bank
 
     with long_running_bank(ctx.settings(), program="vecmem mcp", factory=ctx.bank_factory) as bank:
-        create_server(bank).run("stdio")
+        server = create_server(bank)
+        warm_start(bank)
+        server.run("stdio")
     return EXIT_OK
 
 

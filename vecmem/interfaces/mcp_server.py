@@ -1,30 +1,38 @@
 """``vecmem mcp``: memory as Model Context Protocol tools over stdio. The only importer of the MCP SDK (2.x).
 
-Tools: ``remember`` (store a statement, screened as a model's extraction is: a planted instruction is never
-stored as one, a doubtful statement waits for review), ``remember_messages`` (learn from a conversation as the
-chat's memory agent does: write gate, extraction, supersession; what it extracts is screened the same way),
-``recall`` (the budgeted long-term context for a query, ready to put in a prompt, with the memories it holds),
-``build_context`` (the whole prompt: system prompt, memories, recent turns, the query, with token counts),
-``forget`` (by id), ``forget_all`` (every memory of a named user, or of one session: annotated destructive, so a
-host asks the person first) and ``list_memories``. Each takes an optional ``user_id`` (``forget_all`` a required
-one) and ``session_id``; a refusal (bad input, unknown id) comes back as a tool error with vecmem's message, so
-the calling model can read it. Nothing but protocol messages goes to stdout.
+Tools: ``recall`` (the budgeted long-term context for a query, ready to put in a prompt, with the memories it
+holds; ``limit`` and ``threshold`` bound it), ``remember`` (store a statement, screened as a model's extraction
+is: a planted instruction is never stored as one, a doubtful statement waits for review), ``remember_messages``
+(learn from a conversation as the chat's memory agent does: write gate, extraction, supersession),
+``build_context`` (the whole prompt with token counts), ``update_memory`` (change fields of one memory, or
+refuse when it changed since it was read), ``supersede`` (one memory replaced by another), ``list_memories``,
+``forget`` (one memory) and ``forget_all`` (every memory of a named user, or of one session). Each takes an
+optional ``user_id`` (``forget_all`` a required one).
+
+Written for the model that calls them: every parameter has a description and, where there is a choice, an
+enum; descriptions are plain sentences (no markup, no indentation); each tool says whether it reads, writes or
+destroys (MCP's annotations: a host asks the person before a destructive call). A refusal (bad input, unknown
+id) comes back as a tool error with vecmem's one-line message. Nothing but protocol messages goes to stdout,
+and stderr carries warnings only (retrieval/keyword.py quietens bm25s's line per index build). The model and the
+user's index load in the background when the server starts, so the first call does not wait for them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 from vecmem.api import MemoryApi
 from vecmem.errors import VecmemError
 from vecmem.interfaces.server_schemas import context_out
 from vecmem.maintenance.learning import chat_messages
 
-__all__ = ["create_server"]
+__all__ = ["create_server", "warm_start"]
 
 # A model's word about the user is not the user's own: it weighs a little less (the reranker multiplies
 # importance by confidence), as the chat's rule-based extraction does, and stays above the review confidence.
@@ -32,50 +40,114 @@ MODEL_CONFIDENCE = 0.8
 INSTRUCTIONS = (
     "Long-term memory about the user. Before answering, call recall with the user's message and put the "
     "returned context in your prompt; when the user states a lasting fact, preference or instruction, call "
-    "remember with one short sentence about the user."
+    "remember with one short sentence about the user; when the user corrects something remembered, call "
+    "update_memory or supersede."
 )
+
+MemoryType = Literal["fact", "preference", "instruction", "conclusion"]
+UserId = Annotated[str | None, Field(description="Whose memories: an id of your application's user. Leave it "
+                                                 "out for the server's default user.")]
+SessionId = Annotated[str | None, Field(description="A conversation or task id. Memories stored with it are "
+                                                    "seen in that session only; reads with it see the global "
+                                                    "memories and that session's.")]
+MemoryId = Annotated[str, Field(description="The memory's id, as recall, remember or list_memories returned it.")]
+Importance = Annotated[float, Field(ge=0, le=10, description="How much it matters: 0 to 1, or above 1 up to 10 on "
+                                                              "the ten-point scale (7 means 0.7). 1.0 for what the "
+                                                              "user stressed, 0.7 for a preference or instruction, "
+                                                              "0.5 for a plain fact.")]
+Tokens = Annotated[int | None, Field(ge=64, description="The model's context window in tokens; memories get their "
+                                                        "share of it (25% by default). Leave it out for the "
+                                                        "server's setting.")]
+
+_READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+_CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def _said(text: str) -> str:
+    """A description as one plain paragraph (a docstring's line breaks and indentation would reach the model)."""
+    return " ".join(text.split())
+
+
+def warm_start(bank: MemoryApi) -> threading.Thread:
+    """Load the model and the default user's index in the background, so the first call answers quickly."""
+    def warm() -> None:
+        try:
+            bank.warm_up()
+        except VecmemError:
+            pass  # the first call meets the same error and reports it as a tool error
+
+    thread = threading.Thread(target=warm, name="vecmem-mcp-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def create_server(bank: MemoryApi) -> MCPServer:
     server = MCPServer(name="vecmem", instructions=INSTRUCTIONS, log_level="WARNING")
 
-    @server.tool()
-    def remember(content: str, memory_type: str = "fact", importance: float = 0.5, session_id: str | None = None,
-                 user_id: str | None = None, confidence: float = MODEL_CONFIDENCE) -> dict[str, Any]:
-        """Store one statement about the user (memory_type: fact, preference, instruction or conclusion;
-        importance 0 to 1, or above 1 up to 10 on the ten-point scale: 7 is 0.7). With session_id it is visible
-        in that session only. confidence (0 to 1): how sure you are the user means it; below the review
-        confidence it waits for a person's approval (status "pending")."""
+    @server.tool(annotations=_READS, description=_said("""The user's long-term memories relevant to the query,
+        trimmed to their token share of context_tokens. Returns context (the text to put in your prompt, each
+        memory as a dated line) and memories (each with its id and score parts). Call it before answering."""))
+    def recall(query: Annotated[str, Field(description="The user's message, or what to look for.")],
+               session_id: SessionId = None, user_id: UserId = None, context_tokens: Tokens = None,
+               limit: Annotated[int, Field(ge=1, le=50, description="The most memories to return.")] = 10,
+               threshold: Annotated[float, Field(ge=0, le=1, description=(
+                   "Leave out memories whose similarity to the query is below this (0 to 1); 0 keeps the best "
+                   "limit whatever their similarity."))] = 0.0) -> dict[str, Any]:
+        def build() -> Any:
+            hits = [hit for hit in bank.search(query, limit, session_id=session_id, user_id=user_id,
+                                               record_access=False) if hit.similarity >= threshold]
+            return bank.build_context(query, session_id=session_id, user_id=user_id, context_tokens=context_tokens,
+                                      hits=hits)
+
+        pack = _vecmem(build)
+        return {"context": pack.long_term, "tokens": pack.tokens["long_term"],
+                "memories": [hit.to_dict() for hit in pack.memories]}
+
+    @server.tool(annotations=_WRITES, description=_said("""Store one lasting statement about the user, as one short
+        sentence in the third person ("The user prefers tea"). Returns its id and status: live, or pending when
+        it waits for a person's approval (low confidence). A text that tries to give the assistant instructions
+        is stored only as a note that the user said it."""))
+    def remember(content: Annotated[str, Field(description="The statement, one short sentence about the user.")],
+                 memory_type: Annotated[MemoryType, Field(description=(
+                     "fact: about the user or their situation; preference: what they like or choose; instruction: "
+                     "how the assistant should behave; conclusion: something established together."))] = "fact",
+                 importance: Importance = 0.5, session_id: SessionId = None, user_id: UserId = None,
+                 confidence: Annotated[float, Field(ge=0, le=1, description=(
+                     "How sure you are the user means it (0 to 1); below the review confidence (0.5) it waits for "
+                     "approval."))] = MODEL_CONFIDENCE) -> dict[str, Any]:
         # What a model relays is untrusted (it may be repeating a planted instruction): stored as extracted, so
         # the bank screens it as it screens the chat's extraction (maintenance/intake.py).
         record = _vecmem(lambda: bank.add(content, memory_type=memory_type, importance=importance,
                                           session_id=session_id, user_id=user_id, source="extracted",
                                           confidence=confidence))
         return {"id": record.id, "content": record.content, "type": record.type, "scope": record.scope,
-                "status": record.status}
+                "status": record.status, "version": record.version}
 
-    @server.tool()
-    def remember_messages(messages: list[dict[str, Any]], session_id: str | None = None,
-                          user_id: str | None = None) -> dict[str, Any]:
-        """Learn from a conversation, oldest message first: each {"role": "user"|"assistant"|"system",
-        "content": text}. Every user message goes through the write gate (greetings, questions and requests are
-        skipped), extraction (one clean third-person statement per fact) and supersession (a newer statement
-        replaces what it revises); assistant and system messages are context only. Returns the memories written,
-        the (old_id, new_id) pairs replaced, the messages skipped and why, and ids already remembered. With
-        session_id, what holds for that session only stays in it."""
+    @server.tool(annotations=_WRITES, description=_said("""Learn from a conversation, oldest message first: each
+        user message goes through the write gate (greetings, questions and requests are skipped), extraction (one
+        clean statement per fact) and supersession (a newer statement replaces what it revises); assistant and
+        system messages are context only. Returns the memories written, the (old_id, new_id) pairs replaced, the
+        messages skipped and why, and the ids already remembered."""))
+    def remember_messages(messages: Annotated[list[dict[str, Any]], Field(description=(
+                              'The conversation: [{"role": "user" or "assistant" or "system", "content": text}], '
+                              "oldest first."))],
+                          session_id: SessionId = None, user_id: UserId = None) -> dict[str, Any]:
         # What a model relays is untrusted: extraction stores source "extracted", so the bank screens every
         # memory as it screens remember's (maintenance/intake.py): planted instructions, doubtful statements.
         learnt = _vecmem(lambda: bank.add_messages(messages, session_id=session_id, user_id=user_id))
         return dict(learnt.to_dict())
 
-    @server.tool()
-    def build_context(query: str, session_id: str | None = None, user_id: str | None = None,
-                      context_tokens: int | None = None, k: int = 10,
-                      short_term: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The whole prompt for the user's message, ready for a chat-completions call: ``messages`` (system
-        prompt, the relevant long-term memories as dated data lines within their token share, the recent turns
-        given in short_term as [{"role", "content"}], oldest first, then the query), ``tokens`` and ``limits``
-        per section, and the memories injected with their score parts."""
+    @server.tool(annotations=_READS, description=_said("""The whole prompt for the user's message, ready for a
+        chat-completions call: messages (system prompt, the relevant memories as dated data lines within their
+        token share, the recent turns, then the query), tokens and limits per section, and the memories
+        injected with their score parts."""))
+    def build_context(query: Annotated[str, Field(description="The user's message.")],
+                      session_id: SessionId = None, user_id: UserId = None, context_tokens: Tokens = None,
+                      k: Annotated[int, Field(ge=1, le=50, description="The most memories to consider.")] = 10,
+                      short_term: Annotated[list[dict[str, Any]] | None, Field(description=(
+                          'Recent turns to include verbatim: [{"role": "user" or "assistant", "content": text}], '
+                          "oldest first."))] = None) -> dict[str, Any]:
         def build() -> dict[str, Any]:
             recent = chat_messages(short_term or [], field="short_term", empty_ok=True)
             return context_out(bank.build_context(query, session_id=session_id, user_id=user_id, k=k,
@@ -83,37 +155,63 @@ def create_server(bank: MemoryApi) -> MCPServer:
 
         return dict(_vecmem(build))
 
-    @server.tool()
-    def recall(query: str, session_id: str | None = None, user_id: str | None = None,
-               context_tokens: int | None = None) -> dict[str, Any]:
-        """The long-term memories relevant to the query, trimmed to the long-term share of context_tokens:
-        ``context`` is the text to put in the prompt, ``memories`` the hits with their score parts."""
-        pack = _vecmem(lambda: bank.build_context(query, session_id=session_id, user_id=user_id,
-                                                  context_tokens=context_tokens))
-        return {"context": pack.long_term, "tokens": pack.tokens["long_term"],
-                "memories": [hit.to_dict() for hit in pack.memories]}
+    @server.tool(annotations=_CHANGES, description=_said("""Change fields of one memory (it keeps its id; what it
+        said before stays in its history). Give only the fields to change. With version (as remember or
+        list_memories returned it), the change is refused if the memory changed since, so you never overwrite
+        what someone else wrote; read it again then."""))
+    def update_memory(memory_id: MemoryId,
+                      content: Annotated[str | None, Field(description="What it says now.")] = None,
+                      memory_type: Annotated[MemoryType | None, Field(description="Its new kind.")] = None,
+                      importance: Annotated[float | None, Field(ge=0, le=10, description=(
+                          "Its new importance (0 to 1, or up to 10 on the ten-point scale)."))] = None,
+                      tags: Annotated[list[str] | None, Field(description="Its new labels (replacing the old).")] = None,
+                      version: Annotated[int | None, Field(ge=1, description=(
+                          "The version the change was built on."))] = None,
+                      user_id: UserId = None) -> dict[str, Any]:
+        record = _vecmem(lambda: bank.update(memory_id, user_id=user_id, content=content, memory_type=memory_type,
+                                             importance=importance, tags=tags, expected_version=version))
+        return {"id": record.id, "content": record.content, "type": record.type, "importance": record.importance,
+                "tags": list(record.tags), "version": record.version}
 
-    @server.tool()
-    def forget(memory_id: str, user_id: str | None = None) -> dict[str, Any]:
-        """Delete one memory for good."""
+    @server.tool(annotations=_CHANGES, description=_said("""Mark one memory as replaced by a newer one (the user
+        changed their mind): the old one stays in the history and is never recalled again. Refused when it would
+        make a loop, or when the newer one is not seen everywhere the old one is."""))
+    def supersede(old_id: Annotated[str, Field(description="The memory that no longer holds.")],
+                  new_id: Annotated[str, Field(description="The memory that replaces it.")],
+                  user_id: UserId = None) -> dict[str, Any]:
+        record = _vecmem(lambda: bank.supersede(old_id, new_id, user_id=user_id))
+        return {"id": record.id, "superseded_by": record.superseded_by}
+
+    @server.tool(annotations=_READS, description=_said("""The user's live memories, newest first: of every
+        session, or with session_id what that session sees."""))
+    def list_memories(session_id: SessionId = None, user_id: UserId = None,
+                      limit: Annotated[int, Field(ge=1, le=500, description="The most memories to list.")] = 50,
+                      ) -> dict[str, Any]:
+        records = _vecmem(lambda: bank.list_memories(session_id=session_id, user_id=user_id, limit=limit))
+        return {"memories": [{"id": r.id, "content": r.content, "type": r.type, "scope": r.scope,
+                              "importance": r.importance, "version": r.version} for r in records]}
+
+    @server.tool(annotations=ToolAnnotations(title="Forget one memory", read_only_hint=False, destructive_hint=True,
+                                             idempotent_hint=True, open_world_hint=False),
+                 description=_said("""Delete one memory for good, with its history. There is no undo: use it when
+                 the person asks to forget something, or for a memory that is wrong and not merely outdated (then
+                 supersede it)."""))
+    def forget(memory_id: MemoryId, user_id: UserId = None) -> dict[str, Any]:
         record = _vecmem(lambda: bank.forget(memory_id, user_id=user_id))
         return {"forgotten": record.id, "content": record.content}
 
     @server.tool(annotations=ToolAnnotations(title="Forget every memory of a user", destructive_hint=True,
-                                             idempotent_hint=True, read_only_hint=False, open_world_hint=False))
-    def forget_all(user_id: str, session_id: str | None = None) -> dict[str, Any]:
-        """Delete EVERY memory of user_id for good, with their history (with session_id: only that session's
-        memories). There is no undo. user_id must be given: no default user stands in for it. Use only when the
-        person asked to be forgotten; returns how many memories were deleted."""
+                                             idempotent_hint=True, read_only_hint=False, open_world_hint=False),
+                 description=_said("""Delete EVERY memory of user_id for good, with their history (with session_id:
+                 only that session's memories). There is no undo. Use only when the person asked to be forgotten;
+                 returns how many memories were deleted."""))
+    def forget_all(user_id: Annotated[str, Field(description=(
+                       "Whose memories to delete, named in full: no default user stands in for it."))],
+                   session_id: Annotated[str | None, Field(description=(
+                       "Only the memories of this session; leave it out for every memory of the user."))] = None,
+                   ) -> dict[str, Any]:
         deleted = _vecmem(lambda: bank.forget_all(user_id, session_id=session_id))
         return {"user_id": user_id, "session_id": session_id, "deleted": deleted}
-
-    @server.tool()
-    def list_memories(session_id: str | None = None, user_id: str | None = None, limit: int = 50) -> dict[str, Any]:
-        """The user's live memories, newest first: of every session, or with session_id what that session sees."""
-        records = _vecmem(lambda: bank.list_memories(session_id=session_id, user_id=user_id, limit=limit))
-        return {"memories": [{"id": r.id, "content": r.content, "type": r.type, "scope": r.scope,
-                              "importance": r.importance} for r in records]}
 
     return server
 

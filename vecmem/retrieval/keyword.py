@@ -14,6 +14,7 @@ it counted; a rebuild makes new ones.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -352,6 +353,10 @@ class KeywordIndex:
         self._df = df
         if any(tokens):  # bm25s cannot index a corpus without one token (memories of symbols only): no model
             import bm25s
+
+            # bm25s sets its own logger to DEBUG when imported, so every index build printed a line wherever the
+            # application's handlers let records through (the MCP server's stderr): only warnings, as libraries do
+            logging.getLogger("bm25s").setLevel(logging.WARNING)
 
             model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
             model.index([list(t) for t in tokens], show_progress=False)
