@@ -18,6 +18,9 @@ Protocols (see ../shared/data/README.md):
   ``"".join(dialogue[:test_turn])`` as the query, recall@k = |top-k ∩ relevant| / |relevant|.
 * vecmem (native): a JSON file with memories and queries, including ``forbidden`` ids; leak@k must be 0.
 
+``--floor F`` counts only hits whose relevance reaches F: what a prompt would get under
+``VECMEM_RELEVANCE_FLOOR=F``.
+
 Metrics: recall@k, hit@k (any relevant in the top k), mrr (first relevant within the top max-k), ndcg@k
 (binary gains), leak@k (share of queries with a forbidden id in the top k). A query without relevant ids counts
 1 for recall, hit, mrr and ndcg (the LoCoMo protocol's rule for empty evidence).
@@ -236,6 +239,7 @@ def run(
     settings: Settings,
     progress: bool,
     embedder: Embedder | None = None,
+    floor: float = 0.0,
 ) -> list[ModeResult]:
     from rich.progress import Progress
 
@@ -262,7 +266,7 @@ def run(
                     clock_now["value"] = dataset.now.get(query.user_id, clock_now["value"])
                     hits = bank.search(query.text, depth, user_id=query.user_id, session_id=query.session_id,
                                        types=query.types, record_access=False)
-                    ranked = [hit.id for hit in hits]
+                    ranked = [hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor]
                     curve = [score_query(ranked, query, [k])[f"recall@{k}"] for k in range(1, depth + 1)]
                     rows.append((query, score_query(ranked, query, ks), curve))
                     bar.advance(task)
@@ -367,6 +371,8 @@ def main(
     parser.add_argument("--context", nargs=2, type=int, default=[2, 1], metavar=("BEFORE", "AFTER"),
                         help="LoCoMo: turns before and after indexed as keyword context (0 0: none)")
     parser.add_argument("--lang", choices=["zh", "en"], help="MADial: the language, when --data is the root")
+    parser.add_argument("--floor", type=float, default=0.0,
+                        help="count only hits whose relevance reaches this (what a prompt gets under that floor)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw recall@k curves per mode")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -374,6 +380,8 @@ def main(
     try:
         if any(k < 1 for k in args.k):
             raise DataError("every --k must be at least 1")
+        if not 0.0 <= args.floor <= 1.0:
+            raise DataError("--floor must be between 0 and 1")
         settings = (settings_factory or Settings.from_env)()
         changes: dict[str, Any] = {}
         if args.weights:
@@ -391,7 +399,8 @@ def main(
             dataset = load_native(args.data)
         ks = sorted(set(args.k))
         modes = args.mode or [settings.search_mode]
-        results = run(dataset, modes, ks, settings, progress=not args.quiet and not args.json, embedder=embedder)
+        results = run(dataset, modes, ks, settings, progress=not args.quiet and not args.json, embedder=embedder,
+                      floor=args.floor)
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
         return 2

@@ -70,7 +70,8 @@ class MemoryBank:
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
             self.settings.embed_model, device=self.settings.embed_device, batch_size=self.settings.embed_batch_size,
             backend=self.settings.embed_backend, cache_dir=self.settings.model_cache)
-        self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
+        self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares,
+                                           self.settings.relevance_floor)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         # Each part is registered to be released as soon as it is taken: a failure half-way (a model mismatch,
@@ -100,7 +101,7 @@ class MemoryBank:
         return self._store.location
 
     @property
-    def token_counter(self) -> TokenCounter:
+    def token_counter(self) -> TokenCounter:  # counts as the budgeter counts (tiktoken, retrieval/budget.py)
         return self._assembler.counter
 
     # ------------------------------------------------------------------------------------------ writing
@@ -240,8 +241,7 @@ class MemoryBank:
         memory_filter = MemoryFilter(session_id=session_id, all_sessions=session_id is None,
                                      types=check_type_names(types), include_superseded=include_superseded,
                                      statuses=frozenset(statuses))
-        if limit is not None:
-            require_positive_int("limit", limit)
+        limit = None if limit is None else require_positive_int("limit", limit)
         records = sorted(self._store.scan(self._user(user_id), memory_filter), key=lambda r: (r.created_at, r.id),
                          reverse=True)
         return self._access.apply(records if limit is None else records[:limit])
@@ -265,18 +265,17 @@ class MemoryBank:
             self._access.record([hit.record for hit in hits], self._clock())
 
     def warm_up(self, *, user_id: str | None = None) -> None:
-        """Load what the first search would otherwise wait for: the embedding model (seconds), the user's keyword
-        index and records (built from the store); returns once the user's vectors are held in memory too
-        (held.py). Safe in a background thread (the chat runs it while the user types a first message)."""
-        self.embedder.embed_query("warm up")
-        warm_tokenizer()  # jieba's dictionary (a second): loaded by the first Chinese text otherwise, never by
-        # a one-off command whose store and query hold none
+        """Load what the first search would otherwise wait for: the embedding model (seconds) and relevance cohort,
+        jieba's dictionary (a second), the user's keyword index and records (from the store); returns once the
+        user's vectors are held in memory too (held.py). Safe in a background thread (the chat runs it at start)."""
+        self._retriever.warm_up()
+        warm_tokenizer()  # else loaded by the first Chinese text: never by a one-off command that has none
         self._retriever.hold_vectors(self._user(user_id))
 
     def close(self) -> None:
-        """Let go of what the bank holds, newest first: the retriever (its vector loaders, the users' copies of
-        100 MB and more), the access statistics, the store, the change feed, the store lock (another process may
-        open the store then); each even when an earlier one failed. Writes are durable already: this is tidiness."""
+        """Let go of what the bank holds, newest first: the retriever (vector loaders, users' copies of 100 MB and
+        more), access statistics, store, change feed, store lock (another process may open the store then); each
+        even when an earlier one failed. Writes are durable already: this is tidiness."""
         self._release.close()
 
     def __enter__(self) -> MemoryBank:
@@ -291,9 +290,8 @@ class MemoryBank:
                       working_memory: str = "", hits: Sequence[Hit] | None = None) -> PromptPack:
         """Messages for the model: system prompt, the memories that fit the long-term share, the current task
         (``working_memory``, verbatim) and recent turns, then the query. Up to ``k`` memories are retrieved (or
-        ``hits``, already ranked, are used as given); the lowest-ranked are dropped until the long-term section
-        fits its share of ``context_tokens`` (default ``Settings.context_tokens``). Only memories that made it
-        into the prompt count as accessed."""
+        ``hits``, ranked, used as given); those under the relevance floor are left out, then the lowest-ranked
+        until the section fits its share of ``context_tokens`` (budget.py). Only those in the prompt count as used."""
         window = require_positive_int("context_tokens", self.settings.context_tokens if context_tokens is None
                                       else context_tokens)
         if hits is None:

@@ -31,27 +31,10 @@ from vecmem.validation import (
     validate_session_id,
 )
 
-__all__ = [
-    "MemoryType",
-    "MemorySource",
-    "MemoryStatus",
-    "MEMORY_TYPES",
-    "SOURCES",
-    "STATUSES",
-    "GLOBAL_SCOPE",
-    "MAX_CONTENT_CHARS",
-    "MemoryRecord",
-    "MemoryFilter",
-    "Hit",
-    "Turn",
-    "PromptPack",
-    "ImportReport",
-    "StoreStats",
-    "normalize_importance",
-    "parse_timestamp",
-    "validate_identifier",
-    "validate_session_id",
-]
+__all__ = ["MemoryType", "MemorySource", "MemoryStatus", "MEMORY_TYPES", "SOURCES", "STATUSES", "GLOBAL_SCOPE",
+           "MAX_CONTENT_CHARS", "MemoryRecord", "MemoryFilter", "Hit", "Turn", "PromptPack",
+           "ImportReport", "StoreStats", "normalize_importance", "parse_timestamp", "validate_identifier",
+           "validate_session_id"]
 
 MemoryType = Literal["fact", "preference", "instruction", "conclusion"]
 MemorySource = Literal["user", "extracted", "manual", "template"]
@@ -245,7 +228,9 @@ class Hit:
     """One retrieved memory with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance.
 
     In hybrid mode ``similarity`` fuses ``dense`` (cosine) and ``keyword`` (BM25 relative to the query's best
-    keyword match); either is None when its side did not run.
+    keyword match); either is None when its side did not run. ``relevance`` (retrieval/relevance.py) is how much the
+    memory has to do with the query whatever the mode and language, in [0, 1]: what the relevance floor of a
+    prompt compares (None when nothing was asked: an empty query).
     """
 
     id: str
@@ -258,6 +243,7 @@ class Hit:
     record: MemoryRecord
     dense: float | None = None
     keyword: float | None = None
+    relevance: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -270,6 +256,7 @@ class Hit:
             "importance": self.importance,
             "dense": self.dense,
             "keyword": self.keyword,
+            "relevance": self.relevance,
             "scope": self.record.scope,
             "tags": list(self.record.tags),
         }
@@ -295,7 +282,8 @@ class PromptPack:
     ``tokens`` and ``limits`` are keyed ``system``, ``long_term``, ``short_term`` and ``current``.
     ``long_term`` is the text of the long-term section (its own system message, absent when empty);
     ``memories`` are the hits that made it into it, best first; ``dropped_ids`` the ones the budget left out;
-    ``truncated_ids`` the ones cut short (with a visible marker) to fit.
+    ``truncated_ids`` the ones cut short (with a visible marker) to fit; ``below_floor_ids`` the ones retrieved but
+    left out for a relevance under the floor (``VECMEM_RELEVANCE_FLOOR``).
     """
 
     messages: tuple[dict[str, str], ...]
@@ -305,6 +293,7 @@ class PromptPack:
     memories: tuple[Hit, ...] = ()
     dropped_ids: tuple[str, ...] = ()
     truncated_ids: tuple[str, ...] = ()
+    below_floor_ids: tuple[str, ...] = ()
 
     @property
     def total_tokens(self) -> int:

@@ -136,3 +136,15 @@ def test_a_native_set_naming_unknown_memories_is_refused(tmp_path, capsys):
                                 "queries": [{"id": "q", "query": "x", "relevant": ["nope"]}]}))
     assert evaluation.main(["--format", "vecmem", "--data", str(path)], embedder=FakeEmbedder()) == 2
     assert "relevant memory 'nope'" in capsys.readouterr().err
+
+
+def test_a_floor_counts_only_what_a_prompt_would_get(capsys):
+    native = str(REPO / "data" / "eval" / "native_en.json")
+    recall = {}
+    for floor in ("0", "1"):
+        assert evaluation.main(["--format", "vecmem", "--data", native, "--json", "--k", "5", "--floor", floor],
+                               embedder=FakeEmbedder()) == 0
+        recall[floor] = json.loads(capsys.readouterr().out)["recall@5"]
+    assert recall["0"] > recall["1"]  # at 1, only memories as relevant as can be count
+    assert evaluation.main(["--format", "vecmem", "--data", native, "--floor", "2"], embedder=FakeEmbedder()) == 2
+    assert "--floor must be between 0 and 1" in capsys.readouterr().err

@@ -239,6 +239,9 @@ class HitOut(BaseModel):
     importance: float = Field(description="Its importance, in [0, 1].")
     dense: float | None = Field(description="Cosine similarity; null when the dense side did not run.")
     keyword: float | None = Field(description="BM25 share of the best keyword match; null when it did not run.")
+    relevance: float | None = Field(description="How much it has to do with the query, in [0, 1], on one scale "
+                                                "whatever the mode and language: what a prompt's relevance floor "
+                                                "compares; null for an empty query.")
     scope: str = Field(description="'global' or its session.")
     tags: list[str] = Field(description="Its labels.")
 
@@ -280,6 +283,8 @@ class ContextOut(BaseModel):
     memories: list[HitOut] = Field(description="The memories injected, best first, with their score parts.")
     dropped_ids: list[str] = Field(description="Memories retrieved but left out to fit the budget.")
     truncated_ids: list[str] = Field(description="Memories cut short (with a visible marker) to fit.")
+    below_floor_ids: list[str] = Field(description="Memories retrieved but left out for a relevance under the floor "
+                                                   "(VECMEM_RELEVANCE_FLOOR).")
 
 
 class ErasedOut(BaseModel):
@@ -359,4 +364,4 @@ def context_out(pack: PromptPack) -> dict[str, Any]:
     return {"messages": [dict(message) for message in pack.messages], "tokens": dict(pack.tokens),
             "limits": dict(pack.limits), "long_term": pack.long_term,
             "memories": [hit.to_dict() for hit in pack.memories], "dropped_ids": list(pack.dropped_ids),
-            "truncated_ids": list(pack.truncated_ids)}
+            "truncated_ids": list(pack.truncated_ids), "below_floor_ids": list(pack.below_floor_ids)}
