@@ -40,6 +40,7 @@ from vecmem.models import (
     MemoryStatus,
     MemoryType,
     PromptPack,
+    Provenance,
     StoreStats,
     Turn,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "Hit",
     "Turn",
     "PromptPack",
+    "Provenance",
     "ImportReport",
     "StoreStats",
     "MemoryType",

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
 
+from vecmem import models
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
 from vecmem.maintenance import chains, edits, erase, hygiene, intake, learning, opening, review, transfer
@@ -109,9 +110,10 @@ class MemoryBank:
     def add(self, content: str, *, user_id: str | None = None, memory_type: str = "fact", importance: float = 0.5,
             tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
             confidence: float = 1.0, memory_id: str | None = None, created_at: datetime | None = None,
-            context: str = "", status: str = "live") -> MemoryRecord:
+            context: str = "", status: str = "live", provenance: models.Provenance | None = None) -> MemoryRecord:
         """Store one memory and return it. ``context`` is text the memory should also be found by (keyword
-        search only; never shown to the model), such as the conversation turns around it. ``status="pending"``
+        search only; never shown to the model), such as the conversation turns around it; ``provenance``, where it
+        came from (the conversation and messages it was learnt from: the agent's). ``status="pending"``
         puts it in the review queue instead of retrieval (hygiene.py). The same statement (user, scope, normalised
         text) added again returns the stored memory unchanged, superseded or not, even once an edit holds its
         derived id (intake.unused_id); ``memory_id`` reused for other content is refused, as is one outside
@@ -124,7 +126,7 @@ class MemoryBank:
             type=memory_type, source=source, status=status,  # type: ignore[arg-type]  # checked by MemoryRecord
             tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             content=content, importance=importance, scope=scope, created_at=created_at or self._clock(),
-            confidence=confidence, user_id=user, context=context), self.settings)
+            confidence=confidence, user_id=user, context=context, provenance=provenance), self.settings)
         with self._writing([user]):
             if memory_id is None:  # what is stored decides: an edited memory keeps the id its first text gave it
                 free_id, held = intake.unused_id(self._store, record)
@@ -142,7 +144,7 @@ class MemoryBank:
         """Learn from chat messages (dicts with ``role`` and ``content``, ``Turn``s, or one string: a user message)
         as the chat's agent learns from a turn: each user message through the write gate, extraction and
         supersession, assistant messages as context only; rules, or the configured model (agent/learn.py,
-        learning.py). Returns what was written, replaced and skipped."""
+        learning.py); each memory records its provenance (the session, the message's ``id`` or position)."""
         turns = learning.chat_messages(messages)
         user, session = self._user(user_id), None if session_id is None else validate_session_id(session_id)
         if self._learner is None:

@@ -1,5 +1,6 @@
 """What the memory agent puts in the prompt (agent/recall.py, the relevance floor): a scripted Chinese and English
-conversation through the offline agent; routing that prefers types without hiding what the message is about."""
+conversation through the offline agent; routing that prefers types without hiding what the message is about;
+where each memory came from (its provenance)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,18 @@ def test_small_talk_routes_to_facts_without_hiding_a_preference_it_is_about(agen
     agent.turn("我喜欢喝乌龙茶")
     result = agent.turn("你好，最近怎么样，今天喝什么乌龙茶好")
     assert result.types == ("fact",) and "用户喜欢喝乌龙茶" in injected(result)
+
+
+def test_each_memory_records_the_session_and_turn_it_came_from(agent):
+    result = agent.turn("我住在杭州西湖区，我养了一只猫叫年糕")
+    (write,) = result.writes
+    records = [item.record for item in write.written]
+    assert len(records) == 2
+    for record in records:
+        assert record.provenance is not None
+        assert (record.provenance.session_id, record.provenance.message_ids) == ("s1", (str(write.turn_id),))
+        assert agent.bank.get(record.id).provenance == record.provenance  # as stored
+    agent.switch_session("s2")
+    later = agent.turn("I work at Acme on the billing team").writes[0]
+    assert later.written[0].record.provenance.session_id == "s2"
+    assert later.written[0].record.provenance.message_ids == (str(later.turn_id),) != (str(write.turn_id),)

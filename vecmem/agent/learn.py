@@ -12,6 +12,9 @@ beside it, as the answer is in the chat, and is never a memory itself; system me
 the user's, and are left out. What a model relays is untrusted: extracted memories are stored with
 ``source="extracted"``, so the bank's intake (maintenance/intake.py) screens them as it screens every path.
 
+Each memory written records its provenance: the session given (None without one) and the message's id (the
+``id`` the caller gave it, else its position in the list).
+
 A failure (the model down, a reply that fails its schema) stops at the message it happened on and is raised;
 the messages before it are written. Sending the same messages again is safe: what is already remembered
 resolves to NONE (``unchanged``), never to a duplicate.
@@ -32,7 +35,7 @@ from vecmem.bank import MemoryBank
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
-from vecmem.models import MemoryRecord, Turn
+from vecmem.models import MemoryRecord, Provenance, Turn
 
 __all__ = ["Learner", "MessageWrite", "write_message"]
 
@@ -49,8 +52,10 @@ class MessageWrite:
 
 
 def write_message(bank: MemoryBank, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
-                  message: str, reply: str | None, *, user_id: str, session_id: str | None) -> MessageWrite:
-    """Gate, extract and resolve one user message: the chat turn's write step, without its session log."""
+                  message: str, reply: str | None, *, user_id: str, session_id: str | None,
+                  provenance: Provenance | None = None) -> MessageWrite:
+    """Gate, extract and resolve one user message: the chat turn's write step, without its session log; what it
+    writes records ``provenance`` (the conversation and the message)."""
     decision = gate.judge(message)
     if not decision.keep:
         return MessageWrite(decision)
@@ -59,7 +64,8 @@ def write_message(bank: MemoryBank, gate: WriteGate, extractor: Extractor, resol
     steps = []
     for candidate in candidates:
         resolution = resolver.resolve(candidate, user_id=user_id, session_id=session_id)
-        steps.append((resolution, resolver.apply(candidate, resolution, user_id=user_id, session_id=session_id)))
+        steps.append((resolution, resolver.apply(candidate, resolution, user_id=user_id, session_id=session_id,
+                                                 provenance=provenance)))
     return MessageWrite(decision, tuple(steps))
 
 
@@ -96,8 +102,9 @@ class Learner:
         for index, message in enumerate(messages):
             if message.role != "user":
                 continue
+            source = Provenance(session_id, (message.id if message.id is not None else str(index),))
             write = write_message(bank, gate, extractor, resolver, message.content, _reply_to(messages, index),
-                                  user_id=user_id, session_id=session_id)
+                                  user_id=user_id, session_id=session_id, provenance=source)
             decision = write.decision
             if not decision.keep:
                 skipped.append(SkippedMessage(index, message.content, decision.stage, decision.reason))

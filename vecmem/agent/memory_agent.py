@@ -39,7 +39,7 @@ from vecmem.agent.llm import ChatModel
 from vecmem.agent.recall import recall
 from vecmem.bank import MemoryBank
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
-from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
+from vecmem.models import Hit, MemoryRecord, PromptPack, Provenance, Turn, validate_session_id
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.storage.sessions import SessionCounters, SessionStore, StoredTurn
 from vecmem.text import char_bigrams, cjk_runs
@@ -268,9 +268,11 @@ class MemoryAgent:
         related = self.bank.search(message, 10, user_id=self.user_id, session_id=self.session_id, record_access=False)
         candidates = self.extractor.extract(message, reply, decision, [hit.record for hit in related])
         written = []
+        source = Provenance(self.session_id, (str(turn_id),))  # the session and the turn's id in the SessionStore
         for candidate in candidates:
             resolution = self.resolver.resolve(candidate, user_id=self.user_id, session_id=self.session_id)
-            written.append(self.resolver.apply(candidate, resolution, user_id=self.user_id, session_id=self.session_id))
+            written.append(self.resolver.apply(candidate, resolution, user_id=self.user_id, session_id=self.session_id,
+                                               provenance=source))
         self.sessions.set_status(turn_id, "kept")
         return TurnWrite(turn_id, decision, tuple(written))
 
@@ -328,6 +330,7 @@ class MemoryAgent:
             session_id=self.session_id if level == "local" else None,
             source="extracted",
             confidence=0.9 if self.model is not None else LEXICON_CONFIDENCE,
+            provenance=Provenance(self.session_id),  # the session it summarises
         )
 
     # ------------------------------------------------------------------------------------------ hit rate

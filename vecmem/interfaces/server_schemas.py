@@ -166,6 +166,8 @@ class ChatMessage(_Body):
     role: Literal["user", "assistant", "system"] = Field(
         description="Who said it: user messages are learnt from; assistant and system ones are context only.")
     content: Annotated[str, *_text("What was said.", MAX_MESSAGE_CHARS)]
+    id: str | int | None = Field(None, description="The message's id (an identifier or a non-negative integer): what "
+                                 "a memory learnt from it records as its provenance; null: its position in the list.")
 
 
 _Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(
@@ -205,6 +207,15 @@ class ContextRequest(_Body):
         "instructions."))
 
 
+class ProvenanceOut(BaseModel):
+    """Where an extracted memory came from."""
+
+    session_id: str | None = Field(description="The conversation: the chat's session, or the session_id the "
+                                               "messages were sent with; null without one.")
+    message_ids: list[str] = Field(description="The messages that said it: the chat's turn ids, or the ids the "
+                                               "messages were sent with (else their positions in the list).")
+
+
 class MemoryOut(BaseModel):
     """One stored memory."""
 
@@ -225,6 +236,8 @@ class MemoryOut(BaseModel):
     status: MemoryStatus = Field(description="live, archived (by the forgetting policy) or pending (review).")
     version: int = Field(description="1 when stored, one more with every change: send it back with an update "
                                      "to refuse overwriting a change made since.")
+    provenance: ProvenanceOut | None = Field(description="Where an extracted memory came from (the conversation "
+                                                         "and its messages); null for one added directly.")
 
 
 class HitOut(BaseModel):
