@@ -72,9 +72,14 @@ def test_a_coding_request_gets_the_users_coding_preferences_whatever_its_words(a
     result = agent.turn("帮我写一个 sleep 函数")
     assert "用户要求以后都用 JavaScript" in injected(result)  # a preference about coding: JavaScript names a language
     assert not any(word in text for text in injected(result) for word in ("TypeScript", "乌龙茶", "猫"))
+    for said in ("I like to go hiking on weekends", "I love poetry and a mocha in the morning"):
+        assert agent.turn(said).writes[0].written[0].record.type == "preference"
     english = agent.turn("write me a retry helper")
     assert "用户要求以后都用 JavaScript" in injected(english)
-    assert {"javascript", "postgresql", "neovim", "pnpm", "代码"} <= set(CODING_TOPICS.lower().split())
+    # Go, Poetry and Mocha name tools too, but a memory that has the word is seldom about them
+    assert not any("hiking" in text or "poetry" in text for text in injected(english)), injected(english)
+    names = set(CODING_TOPICS.split())
+    assert {"javascript", "postgresql", "neovim", "pnpm", "代码"} <= names and not {"go", "poetry", "mocha", "c"} & names
 
 
 def test_small_talk_routes_to_facts_without_hiding_a_preference_it_is_about(agent):

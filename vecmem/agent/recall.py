@@ -10,9 +10,10 @@
 * **A coding request is also about how the user codes.** Routing used to bring the user's preferences and
   instructions to every coding request whatever its words; under the relevance floor, "帮我写一个 sleep 函数"
   shares no word with "用户要求以后都用 JavaScript" and would lose it. So the route's types are also searched for
-  the intent's topics (``CODING_TOPICS``: the words of code, and every value of the slots a coding request
-  depends on, from topics.SLOTS: programming languages, editors, shells, package managers, frameworks, ...). A
-  preference that names one of them is about coding, and relevant to any coding request; "用户喜欢喝乌龙茶" is not.
+  the intent's topics (``CODING_TOPICS``: the words of code, and the names of the slots a coding request depends
+  on, from topics.SLOTS: programming languages, editors, shells, package managers, frameworks, ...; those that are
+  everyday words too, "go", "poetry", "mocha", left out). A preference that names one of them is about coding,
+  and relevant to any coding request; "用户喜欢喝乌龙茶" is not.
 * **Proactive recall**: when the message points at the past ("上次那个方案", "as I said before"), a second
   retrieval of every type with twice the candidates runs, and the two most recent summaries come first.
 
@@ -23,6 +24,7 @@ much of it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -36,10 +38,33 @@ __all__ = ["CODING_SLOTS", "CODING_TOPICS", "STRONG_RELEVANCE", "Recall", "recal
 STRONG_RELEVANCE = 0.5
 CODING_SLOTS = ("programming language", "editor", "operating system", "shell", "package manager", "indentation",
                 "test framework", "database", "framework", "cloud")
-_CODE_WORDS = ("code", "coding", "programming", "function", "comments", "tests", "style", "代码", "编程", "函数", "注释",
-               "测试", "风格", "缩进", "编程语言")
-CODING_TOPICS = " ".join([*_CODE_WORDS, *dict.fromkeys(
-    alias.lstrip("=") for slot in CODING_SLOTS for value, aliases in SLOTS[slot].items() for alias in (value, *aliases))])
+# not "test": topics.py tags every memory naming what it reads as a test framework "test framework", and "I love a
+# mocha in the morning" is one of them
+_CODE_WORDS = ("code", "coding", "programming", "function", "comments", "代码", "编程", "函数", "注释", "测试",
+               "缩进", "编程语言")
+
+
+_ONE_WORD = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
+# names of tools that are everyday words too: a memory that has one is more often about fish than the fish shell
+_EVERYDAY = frozenset({"fish", "poetry", "bun", "cargo", "brew", "mocha", "spring", "rails", "tab", "tabs", "spaces",
+                       "mac", "r", "c", "uv"})
+
+
+def _unambiguous_names(values: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """A slot's values and aliases that name nothing else: not those topics.py tells apart by case alone ("=Go",
+    "=Swift", "=Cursor": the keyword index lowercases, and "go" is an ordinary word), not everyday words, and only
+    names the keyword index sees as one word: all letters and digits, or all Chinese ("spring boot" is "spring" and
+    "boot" to it, "c++" is "c", "go语言" has "go")."""
+    names = []
+    for value, aliases in values.items():
+        by_case = {alias[1:].casefold() for alias in aliases if alias.startswith("=")}
+        names += [name for name in (value, *aliases) if not name.startswith("=") and name not in by_case
+                  and _ONE_WORD.fullmatch(name) and name not in _EVERYDAY]
+    return names
+
+
+CODING_TOPICS = " ".join(dict.fromkeys([*_CODE_WORDS, *(name for slot in CODING_SLOTS
+                                                        for name in _unambiguous_names(SLOTS[slot]))]))
 
 
 @dataclass(frozen=True)
