@@ -3,6 +3,7 @@
     python scripts/eval_hit_rate.py --format locomo --data ../shared/data/locomo/locomo10.json
     python scripts/eval_hit_rate.py --format madial --data ../shared/data/madial_bench/zh
     python scripts/eval_hit_rate.py --format vecmem --data data/eval/native_en.json --mode dense keyword hybrid
+    python scripts/eval_hit_rate.py --format locomo --data ../shared/data/locomo/locomo10.json --through-agent
 
 Everything goes through the public vecmem API: the memories are added with ``MemoryBank.add_records`` to a
 temporary store and every query is a ``MemoryBank.search``; the embedding model is the configured one
@@ -17,6 +18,11 @@ Protocols (see ../shared/data/README.md):
 * MADial-Bench: one user's memories as candidates, ``str({"scene", "emotion", "event"})`` as the memory text,
   ``"".join(dialogue[:test_turn])`` as the query, recall@k = |top-k ∩ relevant| / |relevant|.
 * vecmem (native): a JSON file with memories and queries, including ``forbidden`` ids; leak@k must be 0.
+
+``--through-agent`` (LoCoMo, MADial-Bench) also feeds the conversations to the offline memory agent and scores
+recall of the evidence through the memories' provenance, beside the per-turn figures and with the tokens each
+protocol stores (scripts/eval_agent.py). ``--floor F`` counts only hits whose relevance reaches F: what a prompt
+would get under ``VECMEM_RELEVANCE_FLOOR=F``.
 
 Metrics: recall@k, hit@k (any relevant in the top k), mrr (first relevant within the top max-k), ndcg@k
 (binary gains), leak@k (share of queries with a forbidden id in the top k). A query without relevant ids counts
@@ -38,8 +44,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vecmem import Embedder, MemoryBank, MemoryRecord, RankWeights, Settings, VecmemError
+from vecmem import Embedder, MemoryBank, MemoryRecord, RankWeights, Settings, TiktokenCounter, VecmemError
 from vecmem.config import SEARCH_MODES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module below, however this file is run
+import eval_agent
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -123,7 +132,11 @@ def load_locomo(path: Path, *, before: int, after: int) -> Dataset:
     return Dataset("LoCoMo", records, queries, now)
 
 
-def load_madial(path: Path, lang: str | None) -> Dataset:
+MADIAL_USER = "madial-user-1"
+
+
+def madial_files(path: Path, lang: str | None) -> tuple[Path, Path]:
+    """The memory and dialogue files of one language of MADial-Bench."""
     if (path / "zh").is_dir() or (path / "en").is_dir():
         if lang is None:
             raise DataError(f"{path} holds several languages; choose one with --lang zh|en")
@@ -132,10 +145,16 @@ def load_madial(path: Path, lang: str | None) -> Dataset:
     dialogue_files = sorted(path.glob("*-dialogue.json"))
     if len(memory_files) != 1 or len(dialogue_files) != 1:
         raise DataError(f"{path} should hold one *-memory.json and one *-dialogue.json")
-    user = "madial-user-1"
+    return memory_files[0], dialogue_files[0]
+
+
+def load_madial(path: Path, lang: str | None) -> Dataset:
+    memory_file, dialogue_file = madial_files(path, lang)
+    path = memory_file.parent
+    user = MADIAL_USER
     records = []
     newest = datetime(1970, 1, 1, tzinfo=UTC)
-    for line in memory_files[0].read_text(encoding="utf-8").splitlines():
+    for line in memory_file.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         for key, memory in json.loads(line).items():
@@ -144,7 +163,7 @@ def load_madial(path: Path, lang: str | None) -> Dataset:
             text = str({"scene": memory["scene"], "emotion": memory["emotion"], "event": memory["event"]})
             records.append(MemoryRecord(id=str(key), content=text, user_id=user, created_at=when, source="manual"))
     queries = []
-    for number, line in enumerate(dialogue_files[0].read_text(encoding="utf-8").splitlines()):
+    for number, line in enumerate(dialogue_file.read_text(encoding="utf-8").splitlines()):
         if not line.strip():
             continue
         item = json.loads(line)
@@ -236,6 +255,7 @@ def run(
     settings: Settings,
     progress: bool,
     embedder: Embedder | None = None,
+    floor: float = 0.0,
 ) -> list[ModeResult]:
     from rich.progress import Progress
 
@@ -262,7 +282,7 @@ def run(
                     clock_now["value"] = dataset.now.get(query.user_id, clock_now["value"])
                     hits = bank.search(query.text, depth, user_id=query.user_id, session_id=query.session_id,
                                        types=query.types, record_access=False)
-                    ranked = [hit.id for hit in hits]
+                    ranked = [hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor]
                     curve = [score_query(ranked, query, [k])[f"recall@{k}"] for k in range(1, depth + 1)]
                     rows.append((query, score_query(ranked, query, ks), curve))
                     bar.advance(task)
@@ -367,6 +387,11 @@ def main(
     parser.add_argument("--context", nargs=2, type=int, default=[2, 1], metavar=("BEFORE", "AFTER"),
                         help="LoCoMo: turns before and after indexed as keyword context (0 0: none)")
     parser.add_argument("--lang", choices=["zh", "en"], help="MADial: the language, when --data is the root")
+    parser.add_argument("--through-agent", action="store_true",
+                        help="LoCoMo, MADial: also feed the conversations to the offline memory agent and score recall "
+                             "through the memories' provenance, with the tokens each protocol stores")
+    parser.add_argument("--floor", type=float, default=0.0,
+                        help="count only hits whose relevance reaches this (what a prompt gets under that floor)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw recall@k curves per mode")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -374,6 +399,10 @@ def main(
     try:
         if any(k < 1 for k in args.k):
             raise DataError("every --k must be at least 1")
+        if not 0.0 <= args.floor <= 1.0:
+            raise DataError("--floor must be between 0 and 1")
+        if args.through_agent and args.format == "vecmem":
+            raise DataError("--through-agent needs conversations: --format locomo or madial")
         settings = (settings_factory or Settings.from_env)()
         changes: dict[str, Any] = {}
         if args.weights:
@@ -391,10 +420,15 @@ def main(
             dataset = load_native(args.data)
         ks = sorted(set(args.k))
         modes = args.mode or [settings.search_mode]
-        results = run(dataset, modes, ks, settings, progress=not args.quiet and not args.json, embedder=embedder)
+        progress = not args.quiet and not args.json
+        results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor)
+        through = _through_agent(args, dataset, modes, ks, settings, progress, embedder) if args.through_agent else None
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
         return 2
+    if through is not None:
+        per_turn_tokens = sum(map(TiktokenCounter(settings.tokenizer).count, (r.content for r in dataset.records)))
+        return _print_through_agent(args, dataset, results, through, ks, per_turn_tokens)
     if args.json:
         objects = [as_json(dataset, result) for result in results]
         print(json.dumps(objects[0] if len(objects) == 1 else {"modes": {o["mode"]: o for o in objects}},
@@ -405,6 +439,33 @@ def main(
         plot(results, dataset, args.plot)
         if not args.json:
             print(f"plot written to {args.plot}")
+    return 0
+
+
+def _through_agent(args: argparse.Namespace, dataset: Dataset, modes: list[str], ks: list[int], settings: Settings,
+                   progress: bool, embedder: Embedder | None) -> list[eval_agent.AgentResult]:
+    try:
+        if args.format == "locomo":
+            conversations = eval_agent.locomo_feeds(args.data, _locomo_time)
+        else:
+            memory_file, _ = madial_files(args.data, args.lang)
+            conversations = eval_agent.madial_feeds(memory_file, MADIAL_USER)
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"cannot read the conversations of {args.data}: {exc}") from exc
+    return eval_agent.run_through_agent(conversations, dataset.queries, dataset.now, modes, ks, settings,
+                                        embedder=embedder, progress=progress, floor=args.floor)
+
+
+def _print_through_agent(args: argparse.Namespace, dataset: Dataset, results: list[ModeResult],
+                         through: list[eval_agent.AgentResult], ks: list[int], per_turn_tokens: int) -> int:
+    if args.json:
+        print(json.dumps({"dataset": dataset.name, "n_queries": len(dataset.queries),
+                          "per_turn": {r.mode: {**{k: round(v, 6) for k, v in r.overall.items() if k.startswith("recall@")},
+                                                "memories": len(dataset.records), "stored_tokens": per_turn_tokens}
+                                       for r in results},
+                          "through_agent": eval_agent.as_json(through)}, ensure_ascii=False, indent=2))
+    else:
+        print(eval_agent.markdown(dataset.name, results, through, ks, per_turn_tokens, len(dataset.records)))
     return 0
 
 

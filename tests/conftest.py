@@ -88,6 +88,25 @@ class FakeEmbedder:
         return np.stack([self._vector(text) for text in texts]) if texts else np.zeros((0, self._dimension))
 
 
+class WideFakeEmbedder(FakeEmbedder):
+    """The fake embedder over 4,096 buckets: over FakeEmbedder's 64, two texts without a word in common share a
+    bucket often enough to look alike (a cosine of 0.3 between "谢谢" and a memory), which no real model does."""
+
+    def __init__(self) -> None:
+        super().__init__("fake-hash-4096", 4096)
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dimension, dtype=np.float32)
+        for token in _TOKEN.findall(text.lower()):
+            digest = hashlib.sha256(token.encode("utf-8")).digest()
+            vector[int.from_bytes(digest[:4], "big") % self.dimension] += 1.0 if digest[4] % 2 else -1.0
+        norm = float(np.linalg.norm(vector))
+        if norm == 0.0:
+            vector[0] = 1.0
+            return vector
+        return vector / norm
+
+
 class Clock:
     """A clock the test moves by hand."""
 

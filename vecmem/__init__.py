@@ -53,6 +53,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         MemoryStatus,
         MemoryType,
         PromptPack,
+        Provenance,
         StoreStats,
         Turn,
     )
@@ -119,6 +120,7 @@ __all__ = [
     "Hit",
     "Turn",
     "PromptPack",
+    "Provenance",
     "ImportReport",
     "StoreStats",
     "MemoryType",
@@ -161,7 +163,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
     "vecmem.models": (
         "MEMORY_TYPES", "SOURCES", "STATUSES", "Hit", "ImportReport", "MemoryFilter", "MemoryRecord", "MemorySource",
-        "MemoryStatus", "MemoryType", "PromptPack", "StoreStats", "Turn",
+        "MemoryStatus", "MemoryType", "PromptPack", "Provenance", "StoreStats", "Turn",
     ),
     "vecmem.retrieval.budget": ("DEFAULT_SYSTEM_PROMPT", "EstimatingCounter", "TiktokenCounter", "TokenCounter"),
     "vecmem.retrieval.embedders": ("Embedder", "SentenceTransformerEmbedder"),

@@ -20,7 +20,7 @@ from vecmem.config import Settings
 from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult
-from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, StoreStats, Turn
+from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 __all__ = ["MemoryApi"]
 
@@ -37,7 +37,7 @@ class MemoryApi(Protocol):
     def add(self, content: str, *, user_id: str | None = ..., memory_type: str = ..., importance: float = ...,
             tags: Sequence[str] = ..., session_id: str | None = ..., source: str = ...,
             confidence: float = ..., memory_id: str | None = ..., created_at: datetime | None = ...,
-            context: str = ..., status: str = ...) -> MemoryRecord: ...
+            context: str = ..., status: str = ..., provenance: Provenance | None = ...) -> MemoryRecord: ...
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = ...,
                      session_id: str | None = ...) -> AddMessagesResult: ...

@@ -30,7 +30,17 @@ from vecmem.maintenance.learning import AddMessagesResult, MessageLearner
 from vecmem.maintenance.stats import store_stats
 from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
-from vecmem.models import GLOBAL_SCOPE, Hit, ImportReport, MemoryFilter, MemoryRecord, PromptPack, StoreStats, Turn
+from vecmem.models import (
+    GLOBAL_SCOPE,
+    Hit,
+    ImportReport,
+    MemoryFilter,
+    MemoryRecord,
+    PromptPack,
+    Provenance,
+    StoreStats,
+    Turn,
+)
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedders import Embedder, embedder_for
 from vecmem.retrieval.retriever import Retriever
@@ -68,7 +78,8 @@ class MemoryBank:
         self._learner = learner
         self.settings = settings if settings is not None else Settings.from_env()
         self.embedder: Embedder = embedder or embedder_for(self.settings)
-        self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares)
+        self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares,
+                                           self.settings.relevance_floor)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         # Each part is registered to be released as soon as it is taken: a failure half-way (a model mismatch,
@@ -98,7 +109,7 @@ class MemoryBank:
         return self._store.location
 
     @property
-    def token_counter(self) -> TokenCounter:
+    def token_counter(self) -> TokenCounter:  # counts as the budgeter counts (tiktoken, retrieval/budget.py)
         return self._assembler.counter
 
     # ------------------------------------------------------------------------------------------ writing
@@ -106,9 +117,10 @@ class MemoryBank:
     def add(self, content: str, *, user_id: str | None = None, memory_type: str = "fact", importance: float = 0.5,
             tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
             confidence: float = 1.0, memory_id: str | None = None, created_at: datetime | None = None,
-            context: str = "", status: str = "live") -> MemoryRecord:
+            context: str = "", status: str = "live", provenance: Provenance | None = None) -> MemoryRecord:
         """Store one memory and return it. ``context`` is text the memory should also be found by (keyword
-        search only; never shown to the model), such as the conversation turns around it. ``status="pending"``
+        search only; never shown to the model), such as the conversation turns around it; ``provenance``, where it
+        came from (the conversation and messages it was learnt from: the agent's). ``status="pending"``
         puts it in the review queue instead of retrieval (hygiene.py). The same statement (user, scope, normalised
         text) added again returns the stored memory unchanged, superseded or not, even once an edit holds its
         derived id (intake.unused_id); ``memory_id`` reused for other content is refused, as is one outside
@@ -121,7 +133,7 @@ class MemoryBank:
             type=memory_type, source=source, status=status,  # type: ignore[arg-type]  # checked by MemoryRecord
             tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             content=content, importance=importance, scope=scope, created_at=created_at or self._clock(),
-            confidence=confidence, user_id=user, context=context), self.settings)
+            confidence=confidence, user_id=user, context=context, provenance=provenance), self.settings)
         with self._writing([user]):
             if memory_id is None:  # what is stored decides: an edited memory keeps the id its first text gave it
                 free_id, held = intake.unused_id(self._store, record)
@@ -139,7 +151,7 @@ class MemoryBank:
         """Learn from chat messages (dicts with ``role`` and ``content``, ``Turn``s, or one string: a user message)
         as the chat's agent learns from a turn: each user message through the write gate, extraction and
         supersession, assistant messages as context only; rules, or the configured model (agent/learn.py,
-        learning.py). Returns what was written, replaced and skipped."""
+        learning.py); each memory records its provenance (the session, the message's ``id`` or position)."""
         turns = learning.chat_messages(messages)
         user, session = self._user(user_id), None if session_id is None else validate_session_id(session_id)
         if self._learner is None:
@@ -238,8 +250,7 @@ class MemoryBank:
         memory_filter = MemoryFilter(session_id=session_id, all_sessions=session_id is None,
                                      types=check_type_names(types), include_superseded=include_superseded,
                                      statuses=frozenset(statuses))
-        if limit is not None:
-            require_positive_int("limit", limit)
+        limit = None if limit is None else require_positive_int("limit", limit)
         records = sorted(self._store.scan(self._user(user_id), memory_filter), key=lambda r: (r.created_at, r.id),
                          reverse=True)
         return self._access.apply(records if limit is None else records[:limit])
@@ -263,18 +274,17 @@ class MemoryBank:
             self._access.record([hit.record for hit in hits], self._clock())
 
     def warm_up(self, *, user_id: str | None = None) -> None:
-        """Load what the first search would otherwise wait for: the embedding model (seconds), the user's keyword
-        index and records (built from the store); returns once the user's vectors are held in memory too
-        (held.py). Safe in a background thread (the chat runs it while the user types a first message)."""
-        self.embedder.embed_query("warm up")
-        warm_tokenizer()  # jieba's dictionary (a second): loaded by the first Chinese text otherwise, never by
-        # a one-off command whose store and query hold none
+        """Load what the first search would otherwise wait for: the embedding model (seconds) and relevance cohort,
+        jieba's dictionary (a second), the user's keyword index and records (from the store); returns once the
+        user's vectors are held in memory too (held.py). Safe in a background thread (the chat runs it at start)."""
+        self._retriever.warm_up()
+        warm_tokenizer()  # else loaded by the first Chinese text: never by a one-off command that has none
         self._retriever.hold_vectors(self._user(user_id))
 
     def close(self) -> None:
-        """Let go of what the bank holds, newest first: the retriever (its vector loaders, the users' copies of
-        100 MB and more), the access statistics, the store, the change feed, the store lock (another process may
-        open the store then); each even when an earlier one failed. Writes are durable already: this is tidiness."""
+        """Let go of what the bank holds, newest first: the retriever (vector loaders, users' copies of 100 MB and
+        more), access statistics, store, change feed, store lock (another process may open the store then); each
+        even when an earlier one failed. Writes are durable already: this is tidiness."""
         self._release.close()
 
     def __enter__(self) -> MemoryBank:
@@ -289,9 +299,8 @@ class MemoryBank:
                       working_memory: str = "", hits: Sequence[Hit] | None = None) -> PromptPack:
         """Messages for the model: system prompt, the memories that fit the long-term share, the current task
         (``working_memory``, verbatim) and recent turns, then the query. Up to ``k`` memories are retrieved (or
-        ``hits``, already ranked, are used as given); the lowest-ranked are dropped until the long-term section
-        fits its share of ``context_tokens`` (default ``Settings.context_tokens``). Only memories that made it
-        into the prompt count as accessed."""
+        ``hits``, ranked, used as given); those under the relevance floor are left out, then the lowest-ranked
+        until the section fits its share of ``context_tokens`` (budget.py). Only those in the prompt count as used."""
         window = require_positive_int("context_tokens", self.settings.context_tokens if context_tokens is None
                                       else context_tokens)
         if hits is None:

@@ -306,6 +306,8 @@ class Settings:
     shares: BudgetShares = field(default_factory=BudgetShares, metadata=_group(BudgetShares))
     tokenizer: str = setting("VECMEM_TOKENIZER", "cl100k_base", _text, _non_empty)
     search_mode: str = setting("VECMEM_SEARCH_MODE", "hybrid", _lowercase, _one_of(*SEARCH_MODES))
+    # a memory whose relevance (retrieval/relevance.py) is under this never goes into a prompt (budget.py)
+    relevance_floor: float = setting("VECMEM_RELEVANCE_FLOOR", 0.1, _number, _fraction)
     # hybrid similarity = w·cosine + (1 - w)·keyword
     dense_weight: float = setting("VECMEM_DENSE_WEIGHT", 0.6, _number, _fraction)
     # a store without a change feed (one of the caller's own): how often a copy is checked against the store's count

@@ -11,10 +11,10 @@ a value in [0, 1] as it is (``1`` and ``1.0`` are both 1.0), a value above 1 up 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from vecmem.errors import InvalidInputError
 from vecmem.validation import (
@@ -22,6 +22,7 @@ from vecmem.validation import (
     MAX_CONTENT_CHARS,
     check_choice,
     check_context,
+    check_message_id,
     check_tags,
     check_text,
     check_unit_interval,
@@ -31,27 +32,10 @@ from vecmem.validation import (
     validate_session_id,
 )
 
-__all__ = [
-    "MemoryType",
-    "MemorySource",
-    "MemoryStatus",
-    "MEMORY_TYPES",
-    "SOURCES",
-    "STATUSES",
-    "GLOBAL_SCOPE",
-    "MAX_CONTENT_CHARS",
-    "MemoryRecord",
-    "MemoryFilter",
-    "Hit",
-    "Turn",
-    "PromptPack",
-    "ImportReport",
-    "StoreStats",
-    "normalize_importance",
-    "parse_timestamp",
-    "validate_identifier",
-    "validate_session_id",
-]
+__all__ = ["MemoryType", "MemorySource", "MemoryStatus", "MEMORY_TYPES", "SOURCES", "STATUSES", "GLOBAL_SCOPE",
+           "MAX_CONTENT_CHARS", "MemoryRecord", "MemoryFilter", "Provenance", "Hit", "Turn", "PromptPack",
+           "ImportReport", "StoreStats", "normalize_importance", "parse_timestamp", "validate_identifier",
+           "validate_session_id"]
 
 MemoryType = Literal["fact", "preference", "instruction", "conclusion"]
 MemorySource = Literal["user", "extracted", "manual", "template"]
@@ -62,10 +46,52 @@ MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
 SOURCES: tuple[MemorySource, ...] = get_args(MemorySource)
 STATUSES: tuple[MemoryStatus, ...] = get_args(MemoryStatus)
 LIVE: MemoryStatus = "live"
+MAX_PROVENANCE_MESSAGES = 64
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an extracted memory came from: the conversation (``session_id``: the chat's session, or the one
+    ``add_messages`` was given; None without one) and the messages in it that said it (``message_ids``: the chat's
+    turn ids; the ids given to ``add_messages``, else the messages' positions in the list). Validated like every
+    field: identifiers (a message id may be a non-negative integer, kept as text), at most
+    ``MAX_PROVENANCE_MESSAGES`` messages, and at least a session or a message."""
+
+    session_id: str | None = None
+    message_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        where, ids = "provenance.message_ids", cast(object, self.message_ids)  # checked: given by anyone
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise InvalidInputError(where, f"must be a list of message ids, got {type(ids).__name__}")
+        if len(ids) > MAX_PROVENANCE_MESSAGES:
+            raise InvalidInputError(where, f"has {len(ids)} ids; the limit is {MAX_PROVENANCE_MESSAGES}")
+        checked = tuple(dict.fromkeys(check_message_id(where, message_id) for message_id in ids))
+        session = None if self.session_id is None else validate_identifier("provenance.session_id", self.session_id)
+        if session is None and not checked:
+            raise InvalidInputError("provenance", "must name a session or at least one message")
+        object.__setattr__(self, "session_id", session)
+        object.__setattr__(self, "message_ids", checked)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "message_ids": list(self.message_ids)}
+
+    @classmethod
+    def of(cls, value: object) -> Provenance | None:
+        """None, a Provenance, or a mapping of ``session_id`` and ``message_ids`` (as ``to_dict`` writes it)."""
+        if value is None or isinstance(value, Provenance):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidInputError("provenance", f"must be an object (session_id, message_ids), got "
+                                    f"{type(value).__name__}")
+        unknown = sorted(set(value) - {"session_id", "message_ids"})
+        if unknown:
+            raise InvalidInputError(f"provenance.{unknown[0]}", "is not a provenance field")
+        return cls(value.get("session_id"), value.get("message_ids") or ())
 
 
 @dataclass(frozen=True)
@@ -90,6 +116,7 @@ class MemoryRecord:
     # 1 when created, one more with every write that changes it: an update built on an older version is refused
     # (``MemoryBank.update(expected_version=...)``, HTTP 409) instead of overwriting what another client wrote
     version: int = 1
+    provenance: Provenance | None = None  # where an extracted memory came from: session and messages
 
     def __post_init__(self) -> None:
         normalised = {
@@ -111,6 +138,7 @@ class MemoryRecord:
             "user_id": validate_identifier("user_id", self.user_id),
             "context": check_context(self.context),
             "status": check_choice("status", self.status, STATUSES),
+            "provenance": Provenance.of(self.provenance),
         }
         if isinstance(self.access_count, bool) or not isinstance(self.access_count, int) or self.access_count < 0:
             raise InvalidInputError("access_count", f"must be a non-negative integer, got {self.access_count!r}")
@@ -161,6 +189,7 @@ class MemoryRecord:
         data["tags"] = list(self.tags)
         data["created_at"] = self.created_at.isoformat()
         data["last_accessed"] = None if self.last_accessed is None else self.last_accessed.isoformat()
+        data["provenance"] = None if self.provenance is None else self.provenance.to_dict()
         return data
 
     @classmethod
@@ -245,7 +274,9 @@ class Hit:
     """One retrieved memory with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance.
 
     In hybrid mode ``similarity`` fuses ``dense`` (cosine) and ``keyword`` (BM25 relative to the query's best
-    keyword match); either is None when its side did not run.
+    keyword match); either is None when its side did not run. ``relevance`` (retrieval/relevance.py) is how much the
+    memory has to do with the query whatever the mode and language, in [0, 1]: what the relevance floor of a
+    prompt compares (None when nothing was asked: an empty query).
     """
 
     id: str
@@ -258,6 +289,7 @@ class Hit:
     record: MemoryRecord
     dense: float | None = None
     keyword: float | None = None
+    relevance: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -270,6 +302,7 @@ class Hit:
             "importance": self.importance,
             "dense": self.dense,
             "keyword": self.keyword,
+            "relevance": self.relevance,
             "scope": self.record.scope,
             "tags": list(self.record.tags),
         }
@@ -277,15 +310,19 @@ class Hit:
 
 @dataclass(frozen=True)
 class Turn:
-    """One message of the short-term conversation history."""
+    """One message of a conversation; ``id``, when the caller gives one, is what a memory learnt from it names as
+    its provenance (``MemoryBank.add_messages``)."""
 
     role: str
     content: str
+    id: str | None = None
 
     def __post_init__(self) -> None:
         check_choice("role", self.role, ("user", "assistant", "system"))
         if not isinstance(self.content, str):
             raise InvalidInputError("content", f"must be a string, got {type(self.content).__name__}")
+        if self.id is not None:
+            object.__setattr__(self, "id", check_message_id("id", self.id))
 
 
 @dataclass(frozen=True)
@@ -295,7 +332,8 @@ class PromptPack:
     ``tokens`` and ``limits`` are keyed ``system``, ``long_term``, ``short_term`` and ``current``.
     ``long_term`` is the text of the long-term section (its own system message, absent when empty);
     ``memories`` are the hits that made it into it, best first; ``dropped_ids`` the ones the budget left out;
-    ``truncated_ids`` the ones cut short (with a visible marker) to fit.
+    ``truncated_ids`` the ones cut short (with a visible marker) to fit; ``below_floor_ids`` the ones retrieved but
+    left out for a relevance under the floor (``VECMEM_RELEVANCE_FLOOR``).
     """
 
     messages: tuple[dict[str, str], ...]
@@ -305,6 +343,7 @@ class PromptPack:
     memories: tuple[Hit, ...] = ()
     dropped_ids: tuple[str, ...] = ()
     truncated_ids: tuple[str, ...] = ()
+    below_floor_ids: tuple[str, ...] = ()
 
     @property
     def total_tokens(self) -> int:

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_TAG_CHARS",
     "NEW_ID_RULE",
     "check_choice",
+    "check_message_id",
     "check_context",
     "check_query",
     "check_type_names",
@@ -90,6 +91,18 @@ def validate_identifier(field_name: str, value: object) -> str:
     if any(ch in "\t\r\n" for ch in text):
         raise InvalidInputError(field_name, "must be a single line")
     return text
+
+
+def check_message_id(field_name: str, value: object) -> str:
+    """The id of a message a memory came from: an identifier, or a non-negative integer (a position, a turn
+    number), kept as its decimal text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise InvalidInputError(field_name, f"must not be negative, got {value}")
+        return str(value)
+    if not isinstance(value, str):
+        raise InvalidInputError(field_name, f"must be a string or an integer, got {type(value).__name__}")
+    return validate_identifier(field_name, value)
 
 
 def validate_new_id(value: object) -> str:

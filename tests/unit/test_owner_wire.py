@@ -30,7 +30,7 @@ from vecmem.interfaces.wire import (
 from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
-from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, StoreStats, Turn
+from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 
 def through_the_wire(value, *, trusted=False):
@@ -65,6 +65,7 @@ EVERY_TYPE = [
                       unchanged=("m9",)),
     SkippedMessage(index=0, content="ok", stage="rules", reason="filler"),
     Finding(kind="unreadable", user_id=None, memory_ids=(), detail="a row", repairable=False),
+    Provenance(session_id="chat-1", message_ids=("12", "13")),
 ]
 
 

@@ -36,7 +36,7 @@ from vecmem.agent.extract import Candidate
 from vecmem.api import MemoryApi
 from vecmem.maintenance import chains
 from vecmem.maintenance.hygiene import needs_review
-from vecmem.models import GLOBAL_SCOPE, MemoryRecord, normalize_for_hash
+from vecmem.models import GLOBAL_SCOPE, MemoryRecord, Provenance, normalize_for_hash
 
 __all__ = ["Resolution", "ConflictResolver", "Written"]
 
@@ -131,9 +131,11 @@ class ConflictResolver:
         return found
 
     def apply(
-        self, candidate: Candidate, resolution: Resolution, *, user_id: str, session_id: str | None
+        self, candidate: Candidate, resolution: Resolution, *, user_id: str, session_id: str | None,
+        provenance: Provenance | None = None,
     ) -> Written:
-        """Store the candidate as resolved. Re-stating a superseded memory restores it."""
+        """Store the candidate as resolved, with where it came from (``provenance``). Re-stating a superseded
+        memory restores it (a statement already stored keeps the provenance it was stored with)."""
         if resolution.action == "NONE":
             return Written("NONE", None, None, resolution.reason)
         pending = needs_review(candidate.confidence, self.bank.settings)
@@ -148,6 +150,7 @@ class ConflictResolver:
             confidence=candidate.confidence,
             context=candidate.context,
             status="pending" if pending else "live",
+            provenance=provenance,
         )
         if record.status == "pending":  # it waits for a person (the bank's screening may decide so too, for a
             # planted instruction); replacing what it contradicts waits with it

@@ -12,6 +12,9 @@ beside it, as the answer is in the chat, and is never a memory itself; system me
 the user's, and are left out. What a model relays is untrusted: extracted memories are stored with
 ``source="extracted"``, so the bank's intake (maintenance/intake.py) screens them as it screens every path.
 
+Each memory written records its provenance: the session given (None without one) and the message's id (the
+``id`` the caller gave it, else its position in the list).
+
 A failure (the model down, a reply that fails its schema) stops at the message it happened on and is raised;
 the messages before it are written. Sending the same messages again is safe: what is already remembered
 resolves to NONE (``unchanged``), never to a duplicate.
@@ -32,7 +35,7 @@ from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
-from vecmem.models import MemoryRecord, Turn
+from vecmem.models import MemoryRecord, Provenance, Turn
 
 __all__ = ["Learner", "MessageWrite", "write_message"]
 
@@ -49,9 +52,11 @@ class MessageWrite:
 
 
 def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
-                  message: str, reply: str | None, *, user_id: str, session_id: str | None) -> MessageWrite:
-    """Gate, extract and resolve one user message: the chat turn's write step, without its session log. With a
-    model, one call decides and extracts (``Extractor.decide``) for what passes the gate's rules."""
+                  message: str, reply: str | None, *, user_id: str, session_id: str | None,
+                  provenance: Provenance | None = None) -> MessageWrite:
+    """Gate, extract and resolve one user message: the chat turn's write step, without its session log; what it
+    writes records ``provenance`` (the conversation and the message). With a model, one call decides and
+    extracts (``Extractor.decide``) for what passes the gate's rules."""
     if extractor.model is None:
         decision = gate.judge(message)
         if not decision.keep:
@@ -69,7 +74,8 @@ def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolv
     steps = []
     for candidate in candidates:
         resolution = resolver.resolve(candidate, user_id=user_id, session_id=session_id)
-        steps.append((resolution, resolver.apply(candidate, resolution, user_id=user_id, session_id=session_id)))
+        steps.append((resolution, resolver.apply(candidate, resolution, user_id=user_id, session_id=session_id,
+                                                 provenance=provenance)))
     return MessageWrite(decision, tuple(steps))
 
 
@@ -106,8 +112,9 @@ class Learner:
         for index, message in enumerate(messages):
             if message.role != "user":
                 continue
+            source = Provenance(session_id, (message.id if message.id is not None else str(index),))
             write = write_message(bank, gate, extractor, resolver, message.content, _reply_to(messages, index),
-                                  user_id=user_id, session_id=session_id)
+                                  user_id=user_id, session_id=session_id, provenance=source)
             decision = write.decision
             if not decision.keep:
                 skipped.append(SkippedMessage(index, message.content, decision.stage, decision.reason))

@@ -4,10 +4,13 @@ Three tiers: short-term (the last ``VECMEM_SHORT_TERM_TURNS`` exchanges of the s
 memory (the task in progress, verbatim until marked done) and long-term (the MemoryBank).
 
 * Retrieval happens before the new message is written, so a message never retrieves itself.
-* Type routing (``DEFAULT_ROUTES``; ``VECMEM_TYPE_ROUTING=off`` or ``routes=`` to change it): a coding
-  request retrieves preferences and instructions, small talk retrieves facts, anything else every type.
-* Proactive recall: when the user points at the past ("上次那个方案", "as I said before"), a second, wider
-  retrieval of every type runs (twice the candidates) and the two most recent summaries come first.
+* Type routing (``DEFAULT_ROUTES``; ``VECMEM_TYPE_ROUTING=off`` or ``routes=`` to change it) prefers types and
+  hides none: a coding request retrieves preferences and instructions first (and those about coding whatever
+  its words), small talk facts, anything else every type; a memory of another type the message is strongly
+  about comes in too. Proactive recall: when the user points at the past ("上次那个方案", "as I said before"), a
+  second, wider retrieval of every type runs and the two most recent summaries come first (recall.py).
+* What goes into the prompt: the memories at or above the relevance floor (``VECMEM_RELEVANCE_FLOOR``), best
+  first, as many as the long-term share holds (retrieval/budget.py); "thanks" brings none.
 * Writing: every pending user turn goes through the write gate (decision logged), extraction and conflict
   resolution; with a model, the gate's judgement and the extraction are one call (learn.write_message). If that
   fails (the model, or the store refusing a write), the turn stays in short-term memory and is retried with the
@@ -31,7 +34,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from vecmem.agent import rules
 from vecmem.agent.compress import Summarizer
 from vecmem.agent.conflict import ConflictResolver, Written
 from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
@@ -39,9 +41,10 @@ from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.hits import HitReport, measure_hits, memory_used
 from vecmem.agent.learn import write_message
 from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage
+from vecmem.agent.recall import recall
 from vecmem.api import MemoryApi
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
-from vecmem.models import Hit, MemoryRecord, PromptPack, Turn, validate_session_id
+from vecmem.models import Hit, MemoryRecord, PromptPack, Provenance, Turn, validate_session_id
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, TiktokenCounter
 from vecmem.storage.sessions import SessionCounters, SessionStore, StoredTurn
 
@@ -207,24 +210,10 @@ class MemoryAgent:
         return answer
 
     def retrieve(self, message: str) -> tuple[str, tuple[str, ...] | None, bool, list[Hit]]:
-        """Routed retrieval, widened when the message points at the past. Touches nothing."""
-        intent = rules.query_intent(message)
-        types = self.routes.get(intent)
-        def search(k: int, kinds: Sequence[str] | None) -> list[Hit]:
-            return self.bank.search(message, k, user_id=self.user_id, session_id=self.session_id, types=kinds,
-                                    record_access=False)
-
-        hits = search(self.k, types)
-        proactive = rules.points_to_past(message)
-        if not proactive:
-            return intent, types, False, hits
-        wide = search(self.k * 2, None)
-        summaries = [h for h in search(50, ["conclusion"]) if "summary" in h.record.tags]
-        recent = sorted(summaries, key=lambda h: h.record.created_at, reverse=True)[:2]
-        merged: dict[str, Hit] = {hit.id: hit for hit in recent}
-        for hit in sorted([*hits, *wide], key=lambda h: (-h.score, h.id)):
-            merged.setdefault(hit.id, hit)
-        return intent, types, True, list(merged.values())
+        """What the message recalls (recall.py: routing that prefers types, proactive recall). Touches nothing."""
+        found = recall(self.bank, message, user_id=self.user_id, session_id=self.session_id, k=self.k,
+                       routes=self.routes)
+        return found.intent, found.types, found.proactive, found.hits
 
     # ------------------------------------------------------------------------------------------ writing
 
@@ -278,7 +267,8 @@ class MemoryAgent:
     def _write_turn(self, turn_id: int, message: str, reply: str | None) -> TurnWrite:
         """The write step of one user turn (learn.write_message: with a model, one call), logged."""
         write = write_message(self.bank, self.gate, self.extractor, self.resolver, message, reply,
-                              user_id=self.user_id, session_id=self.session_id)
+                              user_id=self.user_id, session_id=self.session_id,
+                              provenance=Provenance(self.session_id, (str(turn_id),)))  # the turn in the SessionStore
         decision = write.decision
         self.sessions.log_decision(
             self.user_id, self.session_id, text=message, kept=decision.keep, stage=decision.stage,
@@ -341,6 +331,7 @@ class MemoryAgent:
             session_id=self.session_id if level == "local" else None,
             source="extracted",
             confidence=0.9 if self.model is not None else LEXICON_CONFIDENCE,
+            provenance=Provenance(self.session_id),  # the session it summarises
         )
 
     # ------------------------------------------------------------------------------------------ hit rate

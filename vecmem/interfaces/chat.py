@@ -145,7 +145,8 @@ class ChatRepl:
             self.say(f"[no model] would send {len(pack.messages)} messages ({tokens} tokens); /prompt shows them")
         routed = "all types" if result.types is None else "+".join(result.types)
         recall = "proactive recall, " if result.proactive else ""
-        self.say(f"  recalled ({recall}{result.intent} -> {routed}): " + (
+        held_back = f" ({len(pack.below_floor_ids)} below the relevance floor)" if pack.below_floor_ids else ""
+        self.say(f"  recalled ({recall}{result.intent} -> {routed}){held_back}: " + (
             "; ".join(f"[{hit.type}] {hit.content} ({hit.score:.2f})" for hit in pack.memories) or "nothing"))
         for write in result.writes:
             decision = write.decision

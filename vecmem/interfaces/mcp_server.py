@@ -28,7 +28,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from vecmem.api import MemoryApi
-from vecmem.errors import VecmemError
+from vecmem.errors import InvalidInputError, VecmemError
 from vecmem.interfaces.server_schemas import context_out
 from vecmem.maintenance.learning import chat_messages
 
@@ -51,11 +51,11 @@ SessionId = Annotated[str | None, Field(description="A conversation or task id. 
                                                     "seen in that session only; reads with it see the global "
                                                     "memories and that session's.")]
 MemoryId = Annotated[str, Field(description="The memory's id, as recall, remember or list_memories returned it.")]
-Importance = Annotated[float, Field(ge=0, le=10, description="How much it matters: 0 to 1, or above 1 up to 10 on "
+Importance = Annotated[float, Field(json_schema_extra={"minimum": 0, "maximum": 10}, description="How much it matters: 0 to 1, or above 1 up to 10 on "
                                                               "the ten-point scale (7 means 0.7). 1.0 for what the "
                                                               "user stressed, 0.7 for a preference or instruction, "
                                                               "0.5 for a plain fact.")]
-Tokens = Annotated[int | None, Field(ge=64, description="The model's context window in tokens; memories get their "
+Tokens = Annotated[int | None, Field(json_schema_extra={"minimum": 64}, description="The model's context window in tokens; memories get their "
                                                         "share of it (25% by default). Leave it out for the "
                                                         "server's setting.")]
 
@@ -90,11 +90,13 @@ def create_server(bank: MemoryApi) -> MCPServer:
         memory as a dated line) and memories (each with its id and score parts). Call it before answering."""))
     def recall(query: Annotated[str, Field(description="The user's message, or what to look for.")],
                session_id: SessionId = None, user_id: UserId = None, context_tokens: Tokens = None,
-               limit: Annotated[int, Field(ge=1, le=50, description="The most memories to return.")] = 10,
-               threshold: Annotated[float, Field(ge=0, le=1, description=(
+               limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 50}, description="The most memories to return.")] = 10,
+               threshold: Annotated[float, Field(json_schema_extra={"minimum": 0, "maximum": 1}, description=(
                    "Leave out memories whose similarity to the query is below this (0 to 1); 0 keeps the best "
                    "limit whatever their similarity."))] = 0.0) -> dict[str, Any]:
         def build() -> Any:
+            if not 0.0 <= threshold <= 1.0:
+                raise InvalidInputError("threshold", f"must be between 0 and 1, got {threshold!r}")
             hits = [hit for hit in bank.search(query, limit, session_id=session_id, user_id=user_id,
                                                record_access=False) if hit.similarity >= threshold]
             return bank.build_context(query, session_id=session_id, user_id=user_id, context_tokens=context_tokens,
@@ -113,7 +115,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
                      "fact: about the user or their situation; preference: what they like or choose; instruction: "
                      "how the assistant should behave; conclusion: something established together."))] = "fact",
                  importance: Importance = 0.5, session_id: SessionId = None, user_id: UserId = None,
-                 confidence: Annotated[float, Field(ge=0, le=1, description=(
+                 confidence: Annotated[float, Field(json_schema_extra={"minimum": 0, "maximum": 1}, description=(
                      "How sure you are the user means it (0 to 1); below the review confidence (0.5) it waits for "
                      "approval."))] = MODEL_CONFIDENCE) -> dict[str, Any]:
         # What a model relays is untrusted (it may be repeating a planted instruction): stored as extracted, so
@@ -144,7 +146,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
         injected with their score parts."""))
     def build_context(query: Annotated[str, Field(description="The user's message.")],
                       session_id: SessionId = None, user_id: UserId = None, context_tokens: Tokens = None,
-                      k: Annotated[int, Field(ge=1, le=50, description="The most memories to consider.")] = 10,
+                      k: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 50}, description="The most memories to consider.")] = 10,
                       short_term: Annotated[list[dict[str, Any]] | None, Field(description=(
                           'Recent turns to include verbatim: [{"role": "user" or "assistant", "content": text}], '
                           "oldest first."))] = None) -> dict[str, Any]:
@@ -162,10 +164,10 @@ def create_server(bank: MemoryApi) -> MCPServer:
     def update_memory(memory_id: MemoryId,
                       content: Annotated[str | None, Field(description="What it says now.")] = None,
                       memory_type: Annotated[MemoryType | None, Field(description="Its new kind.")] = None,
-                      importance: Annotated[float | None, Field(ge=0, le=10, description=(
+                      importance: Annotated[float | None, Field(json_schema_extra={"minimum": 0, "maximum": 10}, description=(
                           "Its new importance (0 to 1, or up to 10 on the ten-point scale)."))] = None,
                       tags: Annotated[list[str] | None, Field(description="Its new labels (replacing the old).")] = None,
-                      version: Annotated[int | None, Field(ge=1, description=(
+                      version: Annotated[int | None, Field(json_schema_extra={"minimum": 1}, description=(
                           "The version the change was built on."))] = None,
                       user_id: UserId = None) -> dict[str, Any]:
         record = _vecmem(lambda: bank.update(memory_id, user_id=user_id, content=content, memory_type=memory_type,
@@ -185,7 +187,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
     @server.tool(annotations=_READS, description=_said("""The user's live memories, newest first: of every
         session, or with session_id what that session sees."""))
     def list_memories(session_id: SessionId = None, user_id: UserId = None,
-                      limit: Annotated[int, Field(ge=1, le=500, description="The most memories to list.")] = 50,
+                      limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 500}, description="The most memories to list.")] = 50,
                       ) -> dict[str, Any]:
         records = _vecmem(lambda: bank.list_memories(session_id=session_id, user_id=user_id, limit=limit))
         return {"memories": [{"id": r.id, "content": r.content, "type": r.type, "scope": r.scope,

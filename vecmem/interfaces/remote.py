@@ -29,7 +29,7 @@ from vecmem.interfaces.wire import OwnerInfo, decode, encode, error_from
 from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult
-from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, StoreStats, Turn
+from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.retrieval.embedders import canonical_model_name
 
@@ -157,11 +157,11 @@ class RemoteBank:
     def add(self, content: str, *, user_id: str | None = None, memory_type: str = "fact", importance: float = 0.5,
             tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
             confidence: float = 1.0, memory_id: str | None = None, created_at: datetime | None = None,
-            context: str = "", status: str = "live") -> MemoryRecord:
+            context: str = "", status: str = "live", provenance: Provenance | None = None) -> MemoryRecord:
         return _as(MemoryRecord, self._call(
             "add", content=content, user_id=user_id, memory_type=memory_type, importance=importance, tags=tags,
             session_id=session_id, source=source, confidence=confidence, memory_id=memory_id,
-            created_at=created_at, context=context, status=status))
+            created_at=created_at, context=context, status=status, provenance=provenance))
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = None,
                      session_id: str | None = None) -> AddMessagesResult:

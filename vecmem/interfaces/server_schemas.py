@@ -166,6 +166,8 @@ class ChatMessage(_Body):
     role: Literal["user", "assistant", "system"] = Field(
         description="Who said it: user messages are learnt from; assistant and system ones are context only.")
     content: Annotated[str, *_text("What was said.", MAX_MESSAGE_CHARS)]
+    id: str | int | None = Field(None, description="The message's id (an identifier or a non-negative integer): what "
+                                 "a memory learnt from it records as its provenance; null: its position in the list.")
 
 
 _Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(
@@ -205,6 +207,15 @@ class ContextRequest(_Body):
         "instructions."))
 
 
+class ProvenanceOut(BaseModel):
+    """Where an extracted memory came from."""
+
+    session_id: str | None = Field(description="The conversation: the chat's session, or the session_id the "
+                                               "messages were sent with; null without one.")
+    message_ids: list[str] = Field(description="The messages that said it: the chat's turn ids, or the ids the "
+                                               "messages were sent with (else their positions in the list).")
+
+
 class MemoryOut(BaseModel):
     """One stored memory."""
 
@@ -225,6 +236,8 @@ class MemoryOut(BaseModel):
     status: MemoryStatus = Field(description="live, archived (by the forgetting policy) or pending (review).")
     version: int = Field(description="1 when stored, one more with every change: send it back with an update "
                                      "to refuse overwriting a change made since.")
+    provenance: ProvenanceOut | None = Field(description="Where an extracted memory came from (the conversation "
+                                                         "and its messages); null for one added directly.")
 
 
 class HitOut(BaseModel):
@@ -239,6 +252,9 @@ class HitOut(BaseModel):
     importance: float = Field(description="Its importance, in [0, 1].")
     dense: float | None = Field(description="Cosine similarity; null when the dense side did not run.")
     keyword: float | None = Field(description="BM25 share of the best keyword match; null when it did not run.")
+    relevance: float | None = Field(description="How much it has to do with the query, in [0, 1], on one scale "
+                                                "whatever the mode and language: what a prompt's relevance floor "
+                                                "compares; null for an empty query.")
     scope: str = Field(description="'global' or its session.")
     tags: list[str] = Field(description="Its labels.")
 
@@ -280,6 +296,8 @@ class ContextOut(BaseModel):
     memories: list[HitOut] = Field(description="The memories injected, best first, with their score parts.")
     dropped_ids: list[str] = Field(description="Memories retrieved but left out to fit the budget.")
     truncated_ids: list[str] = Field(description="Memories cut short (with a visible marker) to fit.")
+    below_floor_ids: list[str] = Field(description="Memories retrieved but left out for a relevance under the floor "
+                                                   "(VECMEM_RELEVANCE_FLOOR).")
 
 
 class ErasedOut(BaseModel):
@@ -359,4 +377,4 @@ def context_out(pack: PromptPack) -> dict[str, Any]:
     return {"messages": [dict(message) for message in pack.messages], "tokens": dict(pack.tokens),
             "limits": dict(pack.limits), "long_term": pack.long_term,
             "memories": [hit.to_dict() for hit in pack.memories], "dropped_ids": list(pack.dropped_ids),
-            "truncated_ids": list(pack.truncated_ids)}
+            "truncated_ids": list(pack.truncated_ids), "below_floor_ids": list(pack.below_floor_ids)}

@@ -14,8 +14,10 @@ so the bank may not import it (the import-linter contract in pyproject.toml). Th
 
 **What is accepted** (``chat_messages``): a plain string (one user message), or a non-empty list of messages,
 each a ``Turn`` or a mapping with ``role`` ("user", "assistant" or "system") and ``content`` (text, not blank,
-no control characters, up to ``MAX_MESSAGE_CHARS``); other keys of a mapping (an OpenAI message's ``name``,
-``refusal``, ...) are ignored, so a chat-completions history can be passed as it is. At most ``MAX_MESSAGES``.
+no control characters, up to ``MAX_MESSAGE_CHARS``) and optionally ``id`` (an identifier or a non-negative
+integer: what a memory learnt from the message records as its provenance; without it, the message's position
+in the list); other keys of a mapping (an OpenAI message's ``name``, ``refusal``, ...) are ignored, so a
+chat-completions history can be passed as it is. At most ``MAX_MESSAGES``.
 Anything else is an ``InvalidInputError`` naming the message (``messages[2].role``), before anything is written.
 
 **What comes back** (``AddMessagesResult``): the memories written (as stored once the whole list was learnt, so
@@ -32,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from vecmem.errors import ConfigError, InvalidInputError
 from vecmem.models import MemoryRecord, Turn
-from vecmem.validation import check_choice, check_text
+from vecmem.validation import check_choice, check_message_id, check_text
 
 __all__ = ["MAX_MESSAGES", "MAX_MESSAGE_CHARS", "ROLES", "AddMessagesResult", "MessageLearner", "SkippedMessage",
            "chat_messages", "default_learner", "register_learner"]
@@ -121,16 +123,17 @@ def chat_messages(messages: object, *, field: str = "messages", empty_ok: bool =
 
 def _message(where: str, message: object) -> Turn:
     if isinstance(message, Turn):
-        role, content = message.role, message.content
+        role, content, message_id = message.role, message.content, message.id
     elif isinstance(message, Mapping):
         for key in ("role", "content"):
             if key not in message:
                 raise InvalidInputError(f"{where}.{key}", "is missing")
-        role, content = message["role"], message["content"]
+        role, content, message_id = message["role"], message["content"], message.get("id")
     else:
         raise InvalidInputError(where, "must be an object with 'role' and 'content', got "
                                 f"{type(message).__name__}")
     if not isinstance(role, str):
         raise InvalidInputError(f"{where}.role", f"must be a string, got {type(role).__name__}")
     check_choice(f"{where}.role", role, ROLES)
-    return Turn(role, check_text(f"{where}.content", content, max_chars=MAX_MESSAGE_CHARS))
+    return Turn(role, check_text(f"{where}.content", content, max_chars=MAX_MESSAGE_CHARS),
+                None if message_id is None else check_message_id(f"{where}.id", message_id))

@@ -12,6 +12,14 @@ its own share:
 
 Token counts are of each section's text; the few framing tokens a chat API adds per message are not included.
 
+**The relevance floor** (``VECMEM_RELEVANCE_FLOOR``) is applied here, before the budget: a memory whose
+relevance (``Hit.relevance``, retrieval/relevance.py) is under it is left out of the prompt (``below_floor_ids``)
+however much room is left. It belongs to assembly, not to search: a search answers "the k best memories", which
+a caller may list, page or show to a person however weak they are; a prompt must answer "what is worth the
+model's attention", where a weak memory costs tokens and invites the model to use what has nothing to do with
+the question ("thanks" pulling eight memories). Every way into a prompt (``build_context``, the chat, HTTP
+``/context``, MCP) assembles here, with hits it searched itself or was given, so the floor holds on each.
+
 Memory text is data, never prompt structure: each memory is one line, ``- YYYY-MM-DD [type] text`` (its
 creation date, its type, its content). In the text a backslash is written ``\\``, a line feed ``\n``, a carriage
 return ``\r``, U+2028/U+2029 ``\u2028``/``\u2029`` and any other control character (tab aside) ``\xNN``, so
@@ -167,11 +175,13 @@ def _prefix_length(content: str, rendered_length: int, render: Callable[[str], s
 
 
 class ContextAssembler:
-    """Builds a PromptPack whose every section fits its share of the context window."""
+    """Builds a PromptPack whose every section fits its share of the context window, with no memory under the
+    relevance floor (a hit without a relevance, from an empty query, is not measured and not held back)."""
 
-    def __init__(self, counter: TokenCounter, shares: BudgetShares) -> None:
+    def __init__(self, counter: TokenCounter, shares: BudgetShares, relevance_floor: float = 0.0) -> None:
         self.counter = counter
         self.shares = shares
+        self.relevance_floor = relevance_floor
 
     def limits(self, context_tokens: int) -> dict[str, int]:
         return {name: int(getattr(self.shares, name) * context_tokens) for name in SECTIONS}
@@ -202,6 +212,8 @@ class ContextAssembler:
                 f"the current message is {current_tokens} tokens but the current-turn share is "
                 f"{limits['current']} of a {context_tokens}-token window; shorten it or raise VECMEM_CONTEXT_TOKENS"
             )
+        below = tuple(hit.id for hit in hits if hit.relevance is not None and hit.relevance < self.relevance_floor)
+        hits = [hit for hit in hits if hit.id not in below]
         section, kept, truncated = self._fit_memories(hits, limits["long_term"])
         task_tokens = self.counter.count(working_memory) if working_memory else 0
         if task_tokens > limits["short_term"]:
@@ -232,6 +244,7 @@ class ContextAssembler:
             memories=tuple(kept),
             dropped_ids=tuple(hit.id for hit in hits if hit.id not in kept_ids),
             truncated_ids=truncated,
+            below_floor_ids=below,
         )
 
     def _fit_memories(self, hits: Sequence[Hit], limit: int) -> tuple[str, list[Hit], tuple[str, ...]]:

@@ -1,10 +1,12 @@
-"""How one query's dense and keyword sides are combined into the similarity the reranker weighs."""
+"""How one query's dense and keyword sides are combined: into the similarity the reranker weighs, and into the
+relevance a prompt's floor compares (relevance.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from vecmem.retrieval.keyword import KeywordResult
+from vecmem.retrieval.relevance import dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, tokenize
 
 __all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "cosine", "query_parts"]
@@ -13,12 +15,15 @@ DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped quer
 
 
 class Fusion:
-    """One query's similarity of a memory: w·cosine + (1 - w)·keyword, or the one side that ran."""
+    """One query's similarity of a memory: w·cosine + (1 - w)·keyword, or the one side that ran; and its relevance.
+    ``baseline``: the query's cohort bar (relevance.Cohort), when the dense side ran."""
 
-    def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float) -> None:
+    def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
+                 baseline: float | None = None) -> None:
         self.dense = dense
         self.keyword = keyword
         self.dense_weight = dense_weight
+        self.baseline = baseline
 
     def parts(self, memory_id: str) -> tuple[float, float | None, float | None]:
         """(similarity, cosine, keyword relative to the query's best keyword match), each in [0, 1]."""
@@ -32,6 +37,16 @@ class Fusion:
         if relative is None:
             return cosine, cosine, relative
         return self.dense_weight * cosine + (1 - self.dense_weight) * relative, cosine, relative
+
+    def relevance(self, memory_id: str) -> float:
+        """The larger of the two sides' evidence beyond chance, in [0, 1] (relevance.py)."""
+        sides = []
+        if self.dense is not None and self.baseline is not None:
+            sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self.baseline))
+        if self.keyword is not None:
+            scale = self.keyword.scale
+            sides.append(min(1.0, self.keyword.score_of(memory_id) / scale) if scale > 0 else 0.0)
+        return max(sides, default=0.0)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

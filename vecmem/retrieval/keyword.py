@@ -25,6 +25,7 @@ import numpy as np
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.columns import TYPE_NAMES as _TYPE_NAMES
 from vecmem.retrieval.columns import TokenTable
+from vecmem.retrieval.relevance import keyword_scale
 from vecmem.retrieval.tokenize import memory_tokens, recency_weights, split_dialogue, tokenize, warm_up
 from vecmem.retrieval.views import FilterView, KeywordResult
 
@@ -155,7 +156,10 @@ class IndexSnapshot:
             positive = positive[np.argpartition(-total[positive], top_n - 1)[:top_n]]
         ordered = positive[np.argsort(-total[positive], kind="stable")]
         top = [(self._ids[slot], float(total[slot])) for slot in ordered]
-        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total)
+        terms = [(self._df.get(token, 0), weight / weight_sum) for tokens, weight in query_parts if weight > 0
+                 for token in tokens] if weight_sum > 0 else []
+        scale = keyword_scale(terms, self.main_size, self.k1)
+        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale)
 
     def delta_scores(self, tokens: Sequence[str], slots: range) -> np.ndarray:
         """Lucene BM25 of the delta memories, with the main model's document frequencies and average length."""

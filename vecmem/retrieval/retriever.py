@@ -32,6 +32,7 @@ from vecmem.retrieval.embedders import Embedder
 from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, cosine, query_parts
 from vecmem.retrieval.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.rank import freshness, rank_by_importance, rerank, score
+from vecmem.retrieval.relevance import Cohort
 from vecmem.retrieval.replica import Replicas, _Copy
 from vecmem.retrieval.tokenize import recency_weights, split_dialogue
 from vecmem.storage.access import AccessStats
@@ -54,6 +55,7 @@ class Retriever:
         self.settings = settings
         self.access = access
         self._replicas = Replicas(store, settings)
+        self._cohort = Cohort(embedder)  # the bar a cosine must clear to count as relevant (relevance.py)
         self._pool: ThreadPoolExecutor | None = None  # embeds a query while the keyword side runs; made lazily
         self._pool_lock = threading.Lock()
         _OPEN.add(self)
@@ -78,6 +80,10 @@ class Retriever:
         """The user's keyword index, brought up to date with other banks' and other processes' writes (the
         change feed)."""
         return self._replicas.current(user).index
+
+    def warm_up(self) -> None:
+        """Load the embedding model and embed the relevance cohort (relevance.py) before a first search needs them."""
+        self._cohort.baseline(self.embedder.embed_query("warm up"))
 
     def hold_vectors(self, user: str, timeout: float | None = None) -> bool:
         """Hold the user's vectors in memory from now on (held.py) and wait up to ``timeout`` for them; True
@@ -151,11 +157,12 @@ class Retriever:
                 dense.update((i, cosine(stored[i], vector)) for i in keyword_only if i in stored)
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
-        fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight)
+        fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight,
+                        None if vector is None else self._cohort.baseline(vector))
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used)
         pairs: list[tuple[MemoryRecord, float]] = []
-        parts: dict[str, tuple[float | None, float | None]] = {}
+        parts: dict[str, tuple[float | None, float | None, float]] = {}
         fetched = 0
         # Fetch the best few by the catalogue's ranking; more only when some turn out hidden or gone (another
         # process changed them since the catalogue was last checked). Each row read costs 0.1 to 0.2 ms.
@@ -167,9 +174,10 @@ class Retriever:
                     continue
                 similarity, dense_part, relative = fusion.parts(record.id)
                 pairs.append((record, similarity))
-                parts[record.id] = (dense_part, relative)
+                parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
-        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1]) for hit in hits]
+        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2])
+                for hit in hits]
 
     def _add_cosines(
         self, user: str, vector: Any, memory_ids: list[str], view: FilterView, dense: dict[str, float]

@@ -2,9 +2,15 @@
 
 * Latin text: lowercase words, a possessive 's dropped, English stopwords removed, Snowball-stemmed
   (PyStemmer), so "Caroline's paintings" and "Caroline painted" share "carolin" and "paint".
-* Chinese: jieba words (stopwords and particles removed) plus every character bigram of each run of Chinese
-  characters. Bigrams catch the words jieba segments differently in the query and in the memory; on
-  MADial-Bench zh they lift R@5 from 0.43 (jieba words) to 0.53.
+* Chinese: jieba words (stopwords and particles removed) plus character bigrams: every bigram inside a word,
+  and the bigram across two neighbouring words when neither is a stopword. Bigrams catch a word jieba segments
+  differently in the query and in the memory (杭州市 / 杭州, 西湖区 / 西湖 区) or a name it leaves as single
+  characters; on MADial-Bench zh they lift R@5 from 0.43 (jieba words) to 0.53. A bigram that reaches into a
+  stopword is an accident of adjacency, not a word: 写一 (写|一个) and 我写 (我|写) in "帮我写一个 sleep 函数"
+  ranked a memory that says "写一个前端" first. Measured on MADial-Bench zh (R@5 / R@10), bigrams of whole runs
+  (the rule before): keyword 53.2 / 65.8, hybrid 52.2 / 62.3; this rule: 52.7 / 65.7 and 52.4 / 63.0; bigrams
+  inside words only: 53.0 / 66.6 and 52.5 / 62.5 (but no bigram for the characters of an unknown name). A bigram
+  that is itself a stopword (一个, 什么, 我们) names no topic and is no token either.
 
 Which characters are Chinese is ``vecmem/text.py``'s one definition, shared with the memory hit rate, the
 offline rules and the summaries, so a query, a memory and an answer are split alike.
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
+from itertools import pairwise
 
 import numpy as np
 
@@ -85,11 +92,19 @@ def tokenize(text: str) -> list[str]:
     if runs:
         jieba = _jieba()
         for run in runs:
-            tokens.extend(w for w in jieba.lcut(run) if w not in _ZH_STOPWORDS)  # type: ignore[attr-defined]
-            # a bigram that is itself a stopword (一个, 什么, 我们) names no topic: it would rank a memory that
-            # merely shares it first (帮我写一个 sleep 函数 against a TypeScript memory with 一个 in it)
-            tokens.extend(b for b in char_bigrams(run) if b not in _ZH_STOPWORDS)
+            words = jieba.lcut(run)  # type: ignore[attr-defined]
+            tokens.extend(w for w in words if w not in _ZH_STOPWORDS)
+            tokens.extend(b for b in _bigrams(words) if b not in _ZH_STOPWORDS)
     return tokens
+
+
+def _bigrams(words: list[str]) -> list[str]:
+    """The character bigrams of a run of Chinese segmented into ``words``: those inside each word, and the one
+    across two neighbouring words unless either is a stopword (see the module docstring)."""
+    found = [bigram for word in words for bigram in char_bigrams(word)]
+    found.extend(left[-1] + right[0] for left, right in pairwise(words)
+                 if left not in _ZH_STOPWORDS and right not in _ZH_STOPWORDS)
+    return found
 
 
 def memory_tokens(record: MemoryRecord) -> list[str]:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vecmem.errors import StoreError
-from vecmem.models import MemoryFilter, MemoryRecord
+from vecmem.models import MemoryFilter, MemoryRecord, Provenance
 
 __all__ = ["where_clause", "to_metadata", "from_row"]
 
@@ -43,7 +43,7 @@ def _epoch(moment: datetime | None) -> float:
 
 
 def to_metadata(record: MemoryRecord) -> dict[str, Any]:
-    fields = {
+    fields: dict[str, Any] = {
         "importance": record.importance,
         "confidence": record.confidence,
         "source": record.source,
@@ -56,6 +56,8 @@ def to_metadata(record: MemoryRecord) -> dict[str, Any]:
         "status": record.status,
         "version": record.version,
     }
+    if record.provenance is not None:  # only extracted memories have one: the others' rows stay as they were
+        fields["provenance"] = record.provenance.to_dict()
     return {
         "type": record.type,
         "scope": record.scope,
@@ -88,6 +90,7 @@ def from_row(memory_id: str, document: str | None, metadata: dict[str, Any] | No
             context=meta.get("context") or "",
             status=str(meta.get("status") or "live"),
             version=int(meta.get("version", 1)),
+            provenance=Provenance.of(meta.get("provenance")),
         )
-    except (TypeError, ValueError, OverflowError) as exc:  # json.JSONDecodeError is a ValueError
+    except (TypeError, ValueError, OverflowError) as exc:  # a JSONDecodeError, a bad provenance: ValueErrors
         raise StoreError(f"memory {memory_id} in the store is unreadable: {exc}") from exc

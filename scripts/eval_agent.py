@@ -1,0 +1,198 @@
+"""``eval_hit_rate.py --through-agent``: a benchmark's conversations fed to the memory agent, then its questions.
+
+The per-turn protocol indexes every turn as a memory: an upper bound on what a memory module can find, at the
+cost of storing the whole transcript. Through the agent, each conversation is fed in order, one message per
+turn, to the agent's write side (``MemoryBank.add_messages`` with the offline ``Learner``: write gate,
+extraction, supersession; no model), each message carrying the benchmark's turn id, which every memory learnt
+from it records as its provenance. The questions then go through the normal search, and a memory counts for
+every turn it came from: recall@k is the share of a question's evidence turns named by the provenance of the
+top k memories. Next to it: how many memories were stored and their tokens (tiktoken, as the budgeter counts
+the long-term section's text) against the transcript's.
+
+* LoCoMo: each conversation is its own user; each session is one ``add_messages`` call (both speakers' turns
+  are user messages: the questions ask about both), dated by the session, ids ``D1:3``; the photo captions the
+  per-turn protocol appends are not fed (the agent reads what was said). Memories are global: the questions
+  are asked outside any session.
+* MADial-Bench: the one user's memories are what the user told the assistant: each event, in the first person
+  ("Bart在圣诞节晚会上跳舞" -> "我在圣诞节晚会上跳舞"; "Bart danced at the party" -> "I danced at the party"), is one
+  message with the memory's id, in the order of their dates, dated by them; the dialogues are the questions.
+
+Everything is offline and through the public API, as the rest of the evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vecmem import Embedder, Learner, MemoryBank, Settings
+
+__all__ = ["AgentResult", "Conversation", "Feed", "first_person", "locomo_feeds", "madial_feeds", "run_through_agent",
+           "turn_recall"]
+
+
+@dataclass
+class Feed:
+    """One ``add_messages`` call: the messages of one session (or one statement), dated."""
+
+    when: datetime
+    messages: list[dict[str, str]]
+
+
+@dataclass
+class Conversation:
+    user: str
+    feeds: list[Feed]
+
+
+@dataclass
+class AgentResult:
+    mode: str
+    overall: dict[str, float]
+    memories: int  # retrievable memories stored, every user together
+    stored_tokens: int  # their content, counted as the budgeter counts
+    transcript_tokens: int  # the messages fed
+    messages: int
+    seconds: float  # feeding the conversations (the write side), not the questions
+    per_user: dict[str, int] = field(default_factory=dict)  # memories per user
+
+    @property
+    def stored_share(self) -> float:
+        return self.stored_tokens / self.transcript_tokens if self.transcript_tokens else 0.0
+
+
+def locomo_feeds(path: Path, parse_time: Callable[[str], datetime]) -> list[Conversation]:
+    """Each conversation's sessions in order, each turn a user message with its ``dia_id``."""
+    if path.is_dir():
+        path = path / "locomo10.json"
+    conversations = []
+    for conversation in json.loads(path.read_text(encoding="utf-8")):
+        body = conversation["conversation"]
+        sessions = sorted((k for k in body if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+        feeds = [Feed(parse_time(body[f"{session}_date_time"]),
+                      [{"role": "user", "content": turn["text"], "id": turn["dia_id"]} for turn in body[session]
+                       if str(turn.get("text", "")).strip()])
+                 for session in sessions]
+        conversations.append(Conversation(conversation["sample_id"], [feed for feed in feeds if feed.messages]))
+    return conversations
+
+
+_EN_FIRST_PERSON = ((r"\bBart's\b", "my"), (r"^Bart\b", "I"), (r"\bBart\b", "me"), (r"\bhimself\b", "myself"),
+                    (r"\bHis\b", "My"), (r"\bhis\b", "my"), (r"\bhim\b", "me"), (r"\bHe\b", "I"), (r"\bhe\b", "I"))
+_ZH_FIRST_PERSON = (("Bart", "我"), ("他自己", "我自己"), ("他的", "我的"), ("他", "我"))
+
+
+def first_person(event: str) -> str:
+    """A MADial event as its user (Bart) would tell it: his name and pronouns in the first person."""
+    if re.search(r"[\u4e00-\u9fff]", event):
+        for old, new in _ZH_FIRST_PERSON:
+            event = event.replace(old, new)
+        return event
+    for pattern, new in _EN_FIRST_PERSON:
+        event = re.sub(pattern, new, event)
+    return event
+
+
+def madial_feeds(memory_file: Path, user: str) -> list[Conversation]:
+    """The user's memories as statements told in the order of their dates, one message each with its id."""
+    told = []
+    for line in memory_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            for key, memory in json.loads(line).items():
+                when = datetime.fromisoformat(memory["time"]).replace(tzinfo=UTC)
+                told.append((when, str(key), first_person(memory["event"])))
+    told.sort(key=lambda item: (item[0], item[1]))
+    return [Conversation(user, [Feed(when, [{"role": "user", "content": text, "id": key}]) for when, key, text in told])]
+
+
+def turn_recall(provenances: Sequence[Sequence[str]], relevant: Sequence[str], k: int) -> float:
+    """The share of the evidence turns named by the provenance of the top ``k`` memories (1 without evidence)."""
+    wanted = set(relevant)
+    if not wanted:
+        return 1.0
+    named = {turn for ids in provenances[:k] for turn in ids}
+    return len(wanted & named) / len(wanted)
+
+
+def run_through_agent(conversations: list[Conversation], queries: Sequence[Any], now: dict[str, datetime],
+                      modes: list[str], ks: list[int], settings: Settings, *, embedder: Embedder | None = None,
+                      progress: bool = False, floor: float = 0.0) -> list[AgentResult]:
+    """Feed every conversation to the offline agent, then ask ``queries`` (eval_hit_rate.Query: ``relevant`` are
+    turn ids) in each mode, counting only hits whose relevance reaches ``floor``; one result per mode."""
+    from rich.progress import Progress
+
+    clock = {"value": datetime.now(UTC)}
+    messages = sum(len(feed.messages) for c in conversations for feed in c.feeds)
+    with tempfile.TemporaryDirectory(prefix="vecmem-eval-agent-") as scratch:
+        base = settings.with_changes(home=Path(scratch), chroma_url=None)
+        writer = MemoryBank(base, embedder=embedder, clock=lambda: clock["value"], learner=Learner(offline=True))
+        count = writer.token_counter.count
+        started = time.perf_counter()
+        with Progress(transient=True, disable=not progress) as bar:
+            task = bar.add_task(f"feeding {messages:,} messages to the agent", total=messages)
+            for conversation in conversations:
+                for feed in conversation.feeds:
+                    clock["value"] = feed.when
+                    writer.add_messages(feed.messages, user_id=conversation.user)
+                    bar.advance(task, len(feed.messages))
+        seconds = time.perf_counter() - started
+        transcript = sum(count(m["content"]) for c in conversations for feed in c.feeds for m in feed.messages)
+        stored = {c.user: writer.list_memories(user_id=c.user) for c in conversations}
+        stored_tokens = sum(count(record.content) for records in stored.values() for record in records)
+        embedder = writer.embedder
+        writer.close()
+        results = []
+        depth = max(ks)
+        for mode in modes:  # a fresh bank: its keyword index is built over everything stored, as a new process's
+            bank = MemoryBank(base.with_changes(search_mode=mode), embedder=embedder, clock=lambda: clock["value"])
+            rows = []
+            for query in queries:
+                clock["value"] = now.get(query.user_id, clock["value"])
+                hits = [hit for hit in bank.search(query.text, depth, user_id=query.user_id, record_access=False)
+                        if hit.relevance is None or hit.relevance >= floor]
+                provenances = [hit.record.provenance.message_ids if hit.record.provenance else () for hit in hits]
+                rows.append({f"recall@{k}": turn_recall(provenances, query.relevant, k) for k in ks})
+            bank.close()
+            overall = {key: sum(row[key] for row in rows) / len(rows) for key in rows[0]} if rows else {}
+            results.append(AgentResult(mode, overall, sum(len(r) for r in stored.values()), stored_tokens, transcript,
+                                       messages, seconds, {user: len(records) for user, records in stored.items()}))
+    return results
+
+
+def markdown(name: str, per_turn: list[Any], through: list[AgentResult], ks: list[int], per_turn_tokens: int,
+             per_turn_memories: int) -> str:
+    """Both protocols side by side: recall, memories and tokens stored (``per_turn``: eval_hit_rate.ModeResult)."""
+    first = through[0]
+    columns = [f"R@{k}" for k in ks]
+    lines = [f"### {name} through the agent: {first.messages:,} messages fed in {first.seconds:.0f} s, "
+             f"{first.transcript_tokens:,} transcript tokens", "",
+             "| protocol | mode | memories | tokens stored | of the transcript | " + " | ".join(columns) + " |",
+             "|---|---|---|---|---|" + "---|" * len(columns)]
+    for result in per_turn:
+        cells = [f"{100 * result.overall[f'recall@{k}']:.1f}" for k in ks]
+        lines.append(f"| per turn | {result.mode} | {per_turn_memories:,} | {per_turn_tokens:,} | "
+                     f"{100 * per_turn_tokens / max(1, first.transcript_tokens):.0f}% | " + " | ".join(cells) + " |")
+    for result in through:
+        cells = [f"{100 * result.overall[f'recall@{k}']:.1f}" for k in ks]
+        lines.append(f"| through the agent | {result.mode} | {result.memories:,} | {result.stored_tokens:,} | "
+                     f"{100 * result.stored_share:.0f}% | " + " | ".join(cells) + " |")
+    lines += ["", "Recall in %: the share of each question's evidence turns (LoCoMo) or memories (MADial-Bench) "
+              "among the top k, through the turns each memory came from (its provenance) for the agent's. Tokens: "
+              "each memory's text as the budgeter counts it (tiktoken); per turn, the indexed turns' text."]
+    return "\n".join(lines)
+
+
+def as_json(through: list[AgentResult]) -> dict[str, Any]:
+    return {result.mode: {**{key: round(value, 6) for key, value in result.overall.items()},
+                          "memories": result.memories, "stored_tokens": result.stored_tokens,
+                          "transcript_tokens": result.transcript_tokens, "stored_share": round(result.stored_share, 4),
+                          "messages": result.messages, "seconds": round(result.seconds, 1),
+                          "per_user": result.per_user}
+            for result in through}
