@@ -15,10 +15,9 @@ registers (maintenance/learning.py: the agent is a layer above and cannot be imp
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 
 from vecmem.config import Settings
@@ -30,17 +29,7 @@ from vecmem.maintenance.learning import AddMessagesResult, MessageLearner
 from vecmem.maintenance.stats import store_stats
 from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
-from vecmem.models import (
-    GLOBAL_SCOPE,
-    Hit,
-    ImportReport,
-    MemoryFilter,
-    MemoryRecord,
-    PromptPack,
-    Provenance,
-    StoreStats,
-    Turn,
-)
+from vecmem.models import Hit, ImportReport, MemoryFilter, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedders import Embedder, embedder_for
 from vecmem.retrieval.retriever import Retriever
@@ -48,6 +37,7 @@ from vecmem.retrieval.tokenize import warm_up as warm_tokenizer
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
 from vecmem.validation import (
+    GLOBAL_SCOPE,
     check_query,
     check_type_names,
     require_positive_int,
@@ -98,7 +88,7 @@ class MemoryBank:
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
             self._release = opening.closing_last(self._release, store)
 
-    @contextlib.contextmanager
+    @contextmanager
     def _writing(self, users: Iterable[str]) -> Iterator[None]:
         """This process's write lock, then the shared write locks of ``users``: what every write holds."""
         with self._lock, self._locks.holding(users):

@@ -166,8 +166,11 @@ class ChatMessage(_Body):
     role: Literal["user", "assistant", "system"] = Field(
         description="Who said it: user messages are learnt from; assistant and system ones are context only.")
     content: Annotated[str, *_text("What was said.", MAX_MESSAGE_CHARS)]
-    id: str | int | None = Field(None, description="The message's id (an identifier or a non-negative integer): what "
-                                 "a memory learnt from it records as its provenance; null: its position in the list.")
+    id: Annotated[str | int | None, BeforeValidator(_whole),  # 7.0 is the integer 7 in JSON Schema
+                  WithJsonSchema({"anyOf": [IDENTIFIER_SCHEMA, {"type": "integer", "minimum": 0},
+                                                        {"type": "null"}]}),
+                  Field(description="The message's id (an identifier or a non-negative integer): what a memory learnt "
+                                    "from it records as its provenance; null: its position in the list.")] = None
 
 
 _Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(

@@ -42,16 +42,19 @@ class AccessStats:
 
     def record(self, records: Sequence[MemoryRecord], when: datetime) -> None:
         """Count one access of each record (its stored count is the start for a first access)."""
+        # rows in one order (user, id): two searches counting the same memories at once in PostgreSQL lock their
+        # rows in that order and wait for each other, where opposite orders would deadlock
         self._write(
             "INSERT INTO access (user_id, memory_id, count, last) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (user_id, memory_id) DO UPDATE SET count = access.count + 1, "
             "last = CASE WHEN excluded.last > access.last THEN excluded.last ELSE access.last END",
-            [(r.user_id, r.id, r.access_count + 1, when.timestamp()) for r in records],
+            sorted({(r.user_id, r.id): (r.user_id, r.id, r.access_count + 1, when.timestamp())
+                    for r in records}.values()),
         )
 
     def forget(self, user_id: str, memory_ids: Iterable[str]) -> None:
         self._write("DELETE FROM access WHERE user_id = ? AND memory_id = ?",
-                    [(user_id, memory_id) for memory_id in memory_ids])
+                    [(user_id, memory_id) for memory_id in sorted(set(memory_ids))])
 
     def lookup(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, tuple[int, float]]:
         """{id: (access_count, last_accessed epoch)} of the memories that were ever returned by a search."""
