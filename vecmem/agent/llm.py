@@ -303,7 +303,8 @@ class ChatCompletions:
             error = exc.body if isinstance(exc.body, dict) else {}
             detail = {name: str(error[name]) if error.get(name) is not None else None
                       for name in ("type", "code", "param")}
-            raise UpstreamError(f"the model server at {self.where} answered {exc.status_code}: {_short(exc.message)}",
+            said = error.get("message") if isinstance(error.get("message"), str) else exc.message
+            raise UpstreamError(f"the model server at {self.where} answered {exc.status_code}: {_short(said)}",
                                 status=exc.status_code, kind=detail["type"], code=detail["code"],
                                 param=detail["param"], retry_after=exc.response.headers.get("retry-after")) from exc
         except openai.APIConnectionError as exc:
