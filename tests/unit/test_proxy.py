@@ -12,40 +12,14 @@ import urllib.request
 import openai
 import pytest
 
-from tests.chat_server import Reply, ScriptedChatServer
+from tests.chat_server import ScriptedChatServer
 from tests.conftest import serving
+from tests.proxy_script import ANSWER, FACT, LEARNT, QUESTION, carries, remembering_upstream
 from vecmem.agent.llm import ChatCompletions
 from vecmem.interfaces.keys import KeyStore, keys_path
 from vecmem.interfaces.proxy import create_proxy_app
 
-FACT = "I am allergic to peanuts."
-LEARNT = "The user is allergic to peanuts"
-QUESTION = "Is a peanut butter sandwich a good snack for my hike?"
 GUIDE = {"role": "system", "content": "You are a hiking guide."}
-
-
-def said_in(body: dict) -> str:
-    """The user message an extraction request is about."""
-    return body["messages"][-1]["content"].split("Exchange:\nUser: ")[1].split("\nAssistant:")[0]
-
-
-def upstream(kind: str, body: dict) -> Reply:
-    if kind == "extract":
-        if "allergic" in said_in(body):
-            return Reply(json.dumps({"keep": True, "reason": "a lasting fact", "memories": [{
-                "content": LEARNT, "type": "fact", "importance": 0.5, "tags": ["health"], "scope": "global",
-                "confidence": 0.9, "action": "ADD", "target": None}]}))
-        return Reply(json.dumps({"keep": False, "reason": "a question", "memories": []}))
-    last = body["messages"][-1]["content"]
-    if "rate limit me" in last:
-        return Reply(status=429, headers={"Retry-After": "7"})
-    if "break down" in last:
-        return Reply(status=500)
-    if "take your time" in last:
-        return Reply("late", delay=2.0)
-    if "stream then fail" in last:
-        return Reply(raw_body=json.dumps({"error": {"message": "overloaded mid-way", "type": "server_error"}}))
-    return Reply("Noted, and enjoy the hike.")
 
 
 class Proxy:
@@ -66,7 +40,7 @@ class Proxy:
 
 @pytest.fixture
 def proxy(make_bank, settings):
-    with ScriptedChatServer(upstream) as server:
+    with ScriptedChatServer(remembering_upstream) as server:
         bank = make_bank(settings=settings.with_changes(openai_base_url=server.base_url, openai_api_key="server-key",
                                                         chat_model="scripted-model", llm_timeout=5.0))
         app = create_proxy_app(bank, ChatCompletions(base_url=server.base_url, api_key="server-key", timeout=1.0))
@@ -78,7 +52,7 @@ def test_the_second_request_carries_what_the_first_taught(proxy):
     client = proxy.client()
     history = [GUIDE, {"role": "user", "content": FACT}]
     first = client.chat.completions.create(model="scripted-model", messages=history, user="alice", temperature=0.3)
-    assert first.choices[0].message.content == "Noted, and enjoy the hike."
+    assert first.choices[0].message.content == ANSWER
     history += [{"role": "assistant", "content": first.choices[0].message.content},
                 {"role": "user", "content": QUESTION}]
     second = client.chat.completions.with_raw_response.create(model="scripted-model", messages=history, user="alice",
@@ -103,11 +77,11 @@ def test_streamed_answers_are_relayed_and_learnt_from(proxy):
     history = [{"role": "user", "content": FACT}]
     pieces = [chunk.choices[0].delta.content for chunk in client.chat.completions.create(
         model="scripted-model", messages=history, stream=True, extra_headers={"X-Vecmem-User": "alice"})]
-    assert "".join(pieces) == "Noted, and enjoy the hike." and len(pieces) > 1
+    assert "".join(pieces) == ANSWER and len(pieces) > 1
     history += [{"role": "assistant", "content": "".join(pieces)}, {"role": "user", "content": QUESTION}]
     with client.chat.completions.create(model="scripted-model", messages=history, stream=True,
                                         extra_headers={"X-Vecmem-User": "alice"}) as stream:
-        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream) == "Noted, and enjoy the hike."
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream) == ANSWER
 
     sent_first, sent_second = proxy.answered()
     assert sent_first["stream"] is True and sent_first["messages"] == history[:1]
@@ -126,7 +100,7 @@ def test_the_user_comes_from_the_header_then_the_user_field_and_the_session_from
     client.chat.completions.create(model="m", messages=ask, extra_headers={"X-Vecmem-User": "alice",
                                                                             "X-Vecmem-Session": "another"})
 
-    carried = [any(LEARNT in m["content"] for m in body["messages"]) for body in proxy.answered()]
+    carried = [carries(body) for body in proxy.answered()]
     assert carried == [False, False, False, True, True]  # the header won over user="bob"; a global fact
     (memory,) = proxy.bank.list_memories(user_id="alice")
     assert memory.content == LEARNT and memory.provenance.session_id == "trip"
@@ -159,7 +133,7 @@ def test_model_server_errors_come_back_as_the_sdks_own_exceptions(proxy, stream)
     with pytest.raises(openai.RateLimitError) as limited:
         ask(f"{FACT} Now rate limit me")
     assert limited.value.status_code == 429 and limited.value.response.headers["retry-after"] == "7"
-    assert "answered 429" in limited.value.message
+    assert limited.value.message.endswith("answered 429: scripted 429")  # the server's own words, once
     with pytest.raises(openai.InternalServerError) as failed:
         ask(f"{FACT} Now break down")
     assert failed.value.status_code == 500 and failed.value.body["type"] == "scripted"  # the server's own type
@@ -213,7 +187,7 @@ def test_what_a_web_page_could_send_is_refused_and_malformed_json_is_a_400(proxy
     assert status == 400 and error["error"]["param"] == "body" and error["error"]["type"] == "invalid_request_error"
     assert proxy.answered() == [] and proxy.learnt("default") == []
     status, reply = post(proxy, body, {"Content-Type": "application/json; charset=utf-8"})
-    assert status == 200 and reply["choices"][0]["message"]["content"] == "Noted, and enjoy the hike."
+    assert status == 200 and reply["choices"][0]["message"]["content"] == ANSWER
 
 
 def test_keys_decide_who_may_call_and_a_user_key_acts_for_its_user_only(proxy):
