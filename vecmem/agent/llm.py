@@ -213,7 +213,7 @@ class OpenAIChatModel:
             error = LLMError(f"the model server at {self._where} is rate-limiting requests (429); try again shortly")
             raise (_Retryable(error) if retryable else error) from exc
         except openai.APIStatusError as exc:
-            error = LLMError(f"the model server at {self._where} answered {exc.status_code}: {_short(exc.message)}")
+            error = LLMError(f"the model server at {self._where} answered {exc.status_code}: {_said(exc)}")
             raise (_Retryable(error) if retryable and exc.status_code >= 500 else error) from exc
         except openai.APIConnectionError as exc:
             error = LLMError(f"cannot reach the model server at {self._where}: {_short(str(exc))}")
@@ -303,8 +303,7 @@ class ChatCompletions:
             error = exc.body if isinstance(exc.body, dict) else {}
             detail = {name: str(error[name]) if error.get(name) is not None else None
                       for name in ("type", "code", "param")}
-            said = error.get("message") if isinstance(error.get("message"), str) else exc.message
-            raise UpstreamError(f"the model server at {self.where} answered {exc.status_code}: {_short(said)}",
+            raise UpstreamError(f"the model server at {self.where} answered {exc.status_code}: {_said(exc)}",
                                 status=exc.status_code, kind=detail["type"], code=detail["code"],
                                 param=detail["param"], retry_after=exc.response.headers.get("retry-after")) from exc
         except openai.APIConnectionError as exc:
@@ -344,6 +343,13 @@ def parse_json_object(reply: str, *, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ExtractionError(f"the model's {what} is not a JSON object")
     return data
+
+
+def _said(exc: Any) -> str:
+    """What a server that refused a request said: its error's own message (the SDK's ``message`` puts "Error code:
+    N - " before it), shortened."""
+    error = exc.body if isinstance(exc.body, dict) else {}
+    return _short(error["message"] if isinstance(error.get("message"), str) else exc.message)
 
 
 def _short(text: str, limit: int = 160) -> str:

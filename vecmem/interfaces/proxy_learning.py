@@ -84,7 +84,7 @@ class ExchangeLearner:
         with self._changed:
             settled = self._changed.wait_for(lambda: user_id not in self._queues, self._wait)
         if not settled:
-            log.warning("vecmem proxy: user %r's earlier exchanges are still being learnt after %g s; answering "
+            log.warning("vecmem proxy: the earlier exchanges of user %r are still being learnt after %g s; answering "
                         "without what they teach", user_id, self._wait)
         return settled
 
@@ -115,10 +115,10 @@ class ExchangeLearner:
         try:
             self._bank.add_messages(exchange.messages(), user_id=exchange.user_id, session_id=exchange.session_id)
         except VecmemError as exc:
-            log.warning("vecmem proxy: could not learn from user %r's exchange (%s): %s", exchange.user_id,
+            log.warning("vecmem proxy: could not learn from an exchange of user %r (%s): %s", exchange.user_id,
                         _preview(exchange.message), exc)
         except Exception:  # a worker must outlive any failure; log.exception records the traceback
-            log.exception("vecmem proxy: learning from user %r's exchange (%s) failed", exchange.user_id,
+            log.exception("vecmem proxy: learning from an exchange of user %r (%s) failed", exchange.user_id,
                           _preview(exchange.message))
 
 
