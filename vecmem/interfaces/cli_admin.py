@@ -1,6 +1,6 @@
 """`vecmem` commands that look after the store as a whole and serve it: reindex, prune, the review queue
-(review, approve, reject, unarchive), serve, proxy, their API keys (keys), mcp, doctor and claim. Each is declared on its
-handler (see cli_command.py)."""
+(review, approve, reject, unarchive), serve, proxy, their API keys (keys), mcp, doctor and claim. Each is declared
+on its handler (see cli_command.py)."""
 
 from __future__ import annotations
 
@@ -151,12 +151,12 @@ def proxy(ctx: Context) -> int:
                          "server) and/or OPENAI_API_KEY (OpenAI's)")
     return _serve(ctx, "vecmem proxy", f"proxying {upstream.where} with the memories of {{location}}",
                   lambda bank, token, keys, allowed: create_proxy_app(bank, upstream, token=token, keys=keys,
-                                                                      allowed_hosts=allowed))
+                                                                      allowed_hosts=allowed), base="/v1")
 
 
-def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory) -> int:
+def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base: str = "") -> int:
     """Serve ``app_for(bank, token, keys, allowed hosts)`` on --host/--port with uvicorn until stopped; ``doing``
-    says what, with ``{location}`` the store."""
+    says what, with ``{location}`` the store, and ``base`` is the path clients start from."""
     import uvicorn
 
     from vecmem.interfaces.keys import KeyStore  # uvicorn, and the app's SDK, only for these commands
@@ -176,8 +176,8 @@ def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory) -> int:
         return EXIT_FAILURE
     with listening, long_running_bank(settings, program=program, factory=ctx.bank_factory) as bank:
         keyed = " (an API key required)" if token or keys.any_valid() else ""
-        print(f"vecmem: {doing.format(location=bank.location)} on http://{host}:{port}{keyed}", file=ctx.err,
-              flush=True)
+        print(f"vecmem: {doing.format(location=bank.location)} on http://{host}:{port}{base}{keyed}",
+              file=ctx.err, flush=True)
         uvicorn.Server(uvicorn.Config(app_for(bank, token, keys, allowed), log_level="warning")).run(
             sockets=[listening])
     return EXIT_OK
