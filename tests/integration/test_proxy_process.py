@@ -89,8 +89,9 @@ def test_the_python_sdk_talks_to_the_proxy_and_the_second_request_carries_the_fi
 
     first, second = proxy.answered()[before:]
     assert first["messages"] == history[:1]
-    assert carries(second) and second["messages"][1:] == history
-    assert second["messages"][0]["content"].startswith("Long-term memories")
+    memory = second["messages"].pop(-2)  # just before the message it was recalled for
+    assert carries({"messages": [memory]}) and memory["content"].startswith("Long-term memories")
+    assert second["messages"] == history
 
 
 def _node_client() -> None:
@@ -125,8 +126,8 @@ def test_the_openai_npm_package_talks_to_the_proxy_streaming_included(proxy):
     first, second, refused = proxy.answered()[before:]
     assert first["user"] == "node-alice" and not carries(first)
     assert second["stream"] is True and carries(second)
-    assert second["messages"][1:] == [*first["messages"], {"role": "assistant", "content": ANSWER},
-                                      {"role": "user", "content": QUESTION}]
+    assert [*second["messages"][:-2], second["messages"][-1]] == [
+        *first["messages"], {"role": "assistant", "content": ANSWER}, {"role": "user", "content": QUESTION}]
     assert refused["messages"][-1]["content"] == "Please rate limit me"
 
 

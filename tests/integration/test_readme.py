@@ -70,7 +70,7 @@ def test_readme_proxy_example_runs_through_the_proxy(tmp_path, capsys, real_embe
     assert capsys.readouterr().out.splitlines() == [f"assistant: {ANSWER}"] * 2
     first, second = answered
     assert not carries(first) and carries(second)
-    assert [m["role"] for m in second["messages"]] == ["system", "system", "user", "assistant", "user"]
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "system", "user"]
     assert second["messages"][0]["content"] == "You are a friendly hiking guide." and second["user"] == "alice"
     assert [record.content for record in bank.list_memories(user_id="alice")] == [LEARNT]
     bank.close()

@@ -130,14 +130,17 @@ def test_the_header_names_the_user_before_the_body_and_a_users_key_stays_its_own
     assert (bad.value.status, bad.value.param) == (400, "user")
 
 
-def test_memories_go_after_the_clients_instructions_with_their_role():
-    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+def test_memories_go_just_before_the_message_they_were_recalled_for():
+    talk = [{"role": "system", "content": "rules"}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"}, {"role": "user", "content": "and now?"}]
+    memory = {"role": "system", "content": "MEM"}
     assert with_memories(talk, "") == talk
-    assert with_memories(talk, "MEM") == [{"role": "system", "content": "MEM"}, *talk]
-    system = [{"role": "system", "content": "rules"}, *talk]
-    assert with_memories(system, "MEM") == [system[0], {"role": "system", "content": "MEM"}, *talk]
-    developer = [{"role": "developer", "content": "rules"}, *talk]
-    assert with_memories(developer, "MEM")[1] == {"role": "developer", "content": "MEM"}
+    assert with_memories(talk, "MEM") == [*talk[:3], memory, talk[3]]  # what came before: as the turn before
+    tool_round = [*talk, {"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool", "content": "x"}]
+    assert with_memories(tool_round, "MEM") == [*talk[:3], memory, *tool_round[3:]]
+    assert with_memories(talk[:1], "MEM") == [*talk[:1], memory]  # no user message: at the end
+    developer = [{"role": "developer", "content": "rules"}, *talk[1:]]
+    assert with_memories(developer, "MEM")[3] == {"role": "developer", "content": "MEM"}
 
 
 def test_the_answer_is_the_text_of_choice_zero():

@@ -6,10 +6,13 @@
   (403), as on `vecmem serve`.
 * **The query**: the text of the last user message (a string, or the text parts of a content list), at most its
   last ``MAX_MESSAGE_CHARS`` characters (the bank's limit on a query).
-* **Where the memories go** (``with_memories``): one message holding the long-term section, inserted after the
-  client's leading system or developer messages (with the role of the last of them, so a model that takes
-  developer messages only gets one; "system" when the client sent none) and before the conversation. Every
-  message the client sent is kept as it was sent, history included: the client owns the short-term tier.
+* **Where the memories go** (``with_memories``): one message holding the long-term section, inserted just before
+  the last user message, the one they were recalled for (with the role of the client's leading instructions when
+  it sent developer messages, so a model that takes developer messages only gets one; "system" otherwise). So
+  everything before it is what the client sent the turn before, word for word, and a server's prompt cache
+  (OpenAI's, vLLM's prefix cache) still covers the conversation; put first, the memories of each turn would
+  change the prompt's beginning. Every message the client sent is kept as it was sent, history included: the
+  client owns the short-term tier.
 * **What is learnt**: a request that ends with a user message is a new turn, learnt with its answer; one that
   ends otherwise (a tool's result sent back) continues a turn whose user message was learnt already.
 * **The answer** (``answer_text``, ``chunk_text``): the text of choice 0.
@@ -36,7 +39,6 @@ __all__ = ["MEMORIES_HEADER", "SESSION_HEADER", "USER_HEADER", "ProxyRequest", "
 USER_HEADER = "X-Vecmem-User"
 SESSION_HEADER = "X-Vecmem-Session"
 MEMORIES_HEADER = "X-Vecmem-Memories"  # on the answer: the ids of the memories put into the request
-_INSTRUCTION_ROLES = ("system", "developer")
 
 
 class RequestError(Exception):
@@ -119,15 +121,13 @@ def _text(content: object) -> str:
 
 
 def with_memories(messages: Sequence[dict[str, Any]], section: str) -> list[dict[str, Any]]:
-    """The client's messages with the long-term section inserted after its leading instructions (module
-    docstring); as they are when the section is empty."""
+    """The client's messages with the long-term section inserted before the last user message (module docstring);
+    as they are when the section is empty."""
     if not section:
         return list(messages)
-    leading = 0
-    while leading < len(messages) and messages[leading].get("role") in _INSTRUCTION_ROLES:
-        leading += 1
-    role = messages[leading - 1]["role"] if leading else "system"
-    return [*messages[:leading], {"role": role, "content": section}, *messages[leading:]]
+    at = next((n for n in range(len(messages) - 1, -1, -1) if messages[n].get("role") == "user"), len(messages))
+    role = "developer" if messages[0].get("role") == "developer" else "system"
+    return [*messages[:at], {"role": role, "content": section}, *messages[at:]]
 
 
 def answer_text(reply: Mapping[str, Any]) -> str:
