@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -22,6 +22,7 @@ class Reply:
     status: int = 200
     delay: float = 0.0
     raw_body: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # sent with the reply (a 429's Retry-After)
 
 
 def request_kind(body: dict) -> str:
@@ -44,6 +45,19 @@ class ScriptedChatServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
+
+            def do_GET(self) -> None:  # the model list (`vecmem proxy` passes it through)
+                if self.path.rstrip("/").endswith("/models"):
+                    payload = json.dumps({"object": "list", "data": [
+                        {"id": "scripted-model", "object": "model", "created": 0, "owned_by": "tests"}]}).encode()
+                    self.send_response(200)
+                else:
+                    payload = json.dumps({"error": {"message": f"no route {self.path}", "type": "scripted"}}).encode()
+                    self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
@@ -72,6 +86,8 @@ class ScriptedChatServer:
                     }).encode()
                 try:
                     self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()

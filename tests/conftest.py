@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Sequence
@@ -188,8 +189,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(app, log_level: str = "warning"):
-    """An ASGI app served by uvicorn on a free loopback port, in a thread, until the block ends; yields the port."""
+def serving(app, log_level: str = "warning", ready: str = "/openapi.json"):
+    """An ASGI app served by uvicorn on a free loopback port, in a thread, until the block ends; yields the port.
+    It is up once ``ready`` answers (any HTTP status)."""
     import uvicorn
 
     port = _free_port()
@@ -199,7 +201,9 @@ def serving(app, log_level: str = "warning"):
     deadline = time.monotonic() + 30
     while True:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).read()
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{ready}", timeout=1).read()
+            break
+        except urllib.error.HTTPError:  # an answer all the same
             break
         except OSError:
             assert time.monotonic() < deadline, "the API did not start"

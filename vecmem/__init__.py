@@ -36,6 +36,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         NotFoundError,
         StoreError,
         StoreInUseError,
+        UpstreamError,
         VecmemError,
     )
     from vecmem.maintenance.doctor import DoctorReport, Finding
@@ -140,6 +141,7 @@ __all__ = [
     "EmbeddingError",
     "LLMError",
     "ExtractionError",
+    "UpstreamError",
     "BudgetError",
     "__version__",
 ]
@@ -156,7 +158,8 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.config": ("BudgetShares", "RankWeights", "Settings"),
     "vecmem.errors": (
         "BudgetError", "ConfigError", "ConflictError", "EmbeddingError", "EmbeddingMismatchError", "ExtractionError",
-        "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "VecmemError",
+        "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "UpstreamError",
+        "VecmemError",
     ),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),

@@ -318,6 +318,8 @@ class Settings:
     chat_model: str = setting("VECMEM_CHAT_MODEL", "gpt-4o-mini", _text, _non_empty)
     llm_timeout: float = setting("VECMEM_LLM_TIMEOUT", 30.0, _number, _positive_seconds)
     llm_retries: int = setting("VECMEM_LLM_RETRIES", 1, _integer, _at_least(0))
+    # `vecmem proxy`: seconds a forwarded request may take (streamed: between two chunks); the SDKs' own default
+    proxy_timeout: float = setting("VECMEM_PROXY_TIMEOUT", 600.0, _number, _positive_seconds)
     # --- the memory agent
     # exchanges (a user message and its answer) kept verbatim
     short_term_turns: int = setting("VECMEM_SHORT_TERM_TURNS", 6, _integer, _at_least(0))

@@ -14,7 +14,8 @@ module that imports that SDK (``raise ... from exc``), so callers only ever catc
     │   └── StoreInUseError          another process has this embedded store open
     ├── EmbeddingError           the embedding model could not be loaded or failed
     ├── LLMError                 the chat model failed: timeout, 429, 5xx, unreachable, empty answer
-    │   └── ExtractionError          its reply was not the JSON the schema asks for
+    │   ├── ExtractionError          its reply was not the JSON the schema asks for
+    │   └── UpstreamError            a request `vecmem proxy` forwarded failed (``.status``: what to answer)
     └── BudgetError              a prompt section cannot fit its share of the context window
 
 ``is_user_error`` tells the CLI which of them are the user's to fix (exit code 2) rather than an
@@ -35,6 +36,7 @@ __all__ = [
     "EmbeddingError",
     "LLMError",
     "ExtractionError",
+    "UpstreamError",
     "BudgetError",
     "is_user_error",
 ]
@@ -112,6 +114,19 @@ class LLMError(VecmemError):
 
 class ExtractionError(LLMError):
     """The model answered, but not with JSON that passes the schema; nothing was written."""
+
+
+class UpstreamError(LLMError):
+    """A chat-completions request forwarded as the client sent it (``vecmem proxy``) failed. ``status`` is the HTTP
+    status to answer the client with: the model server's own (400, 401, 404, 429, 500, ...), 504 when it did not
+    answer in time, 502 when it could not be reached or its reply could not be read. ``kind``, ``code`` and
+    ``param`` are the server's error ``type``, ``code`` and ``param`` when it sent them; ``retry_after`` its
+    ``Retry-After`` header."""
+
+    def __init__(self, message: str, *, status: int, kind: str | None = None, code: str | None = None,
+                 param: str | None = None, retry_after: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.code, self.param, self.retry_after = status, kind, code, param, retry_after
 
 
 class BudgetError(VecmemError):

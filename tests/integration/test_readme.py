@@ -26,7 +26,8 @@ def test_readme_agent_loop_runs_against_a_chat_completions_server(tmp_path, monk
     from tests.chat_server import Reply, ScriptedChatServer
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    (example,) = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "OpenAI(" in block]
+    (example,) = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+                  if "OpenAI(" in block and "MemoryBank()" in block]
 
     def responder(kind, body):
         messages = body["messages"]
@@ -45,6 +46,34 @@ def test_readme_agent_loop_runs_against_a_chat_completions_server(tmp_path, monk
     second_call = json.loads(printed[1].removeprefix("assistant: "))
     assert any("allergic to peanuts" in text for text in second_call)  # learnt in turn one, recalled in two
     assert [r.content for r in namespace["bank"].list_memories()] == ["The user is allergic to peanuts."]
+
+
+def test_readme_proxy_example_runs_through_the_proxy(tmp_path, capsys, real_embedder):
+    """The 'Memory proxy' block, against the proxy on this run's port in front of a scripted model server: the
+    second request reaches the model with the memory the first one taught."""
+    from tests.chat_server import ScriptedChatServer
+    from tests.conftest import serving
+    from tests.proxy_script import ANSWER, LEARNT, carries, remembering_upstream
+    from vecmem import MemoryBank, Settings
+    from vecmem.agent.llm import ChatCompletions
+    from vecmem.interfaces.proxy import create_proxy_app
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (example,) = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "8766/v1" in block]
+    with ScriptedChatServer(remembering_upstream) as server:
+        bank = MemoryBank(Settings(home=tmp_path / "home", openai_base_url=server.base_url, openai_api_key="key",
+                                   chat_model="scripted-model"), embedder=real_embedder)
+        app = create_proxy_app(bank, ChatCompletions(base_url=server.base_url, api_key="key"))
+        with serving(app, ready="/") as port:
+            exec(compile(example.replace("8766", str(port)), "README.md", "exec"), {})
+        answered = [body for kind, body in server.requests if kind == "answer"]
+    assert capsys.readouterr().out.splitlines() == [f"assistant: {ANSWER}"] * 2
+    first, second = answered
+    assert not carries(first) and carries(second)
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "system", "user"]
+    assert second["messages"][0]["content"] == "You are a friendly hiking guide." and second["user"] == "alice"
+    assert [record.content for record in bank.list_memories(user_id="alice")] == [LEARNT]
+    bank.close()
 
 
 def test_readme_several_workers_example_runs(tmp_path, chroma_server, postgres_server, state_schema):

@@ -9,6 +9,11 @@ chunks instead). The SDK's own retries are off: they would start a new full time
 a dropped connection is tried again (``VECMEM_LLM_RETRIES`` times, backing off) only within what is left of the
 timeout, and a timeout is never tried again: the time is spent.
 
+``ChatCompletions`` is the lower-level pass-through `vecmem proxy` forwards its clients' requests with: a request body
+as the client built it (every field, the model its own), the server's JSON (or chunks) back as they came, and a
+failure as ``UpstreamError`` carrying the status to answer with. It does not retry: the client's SDK does, with
+its own policy (the proxy passes ``Retry-After`` on), and retrying here too would multiply the attempts.
+
 ``MeteredModel`` counts calls and tokens (as the budgeter counts them: the same count for every server, whether
 or not it reports usage), so the chat can say what each turn cost.
 """
@@ -20,15 +25,15 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from vecmem.config import Settings
-from vecmem.errors import ExtractionError, LLMError
+from vecmem.errors import ExtractionError, LLMError, UpstreamError
 
-__all__ = ["ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel", "StreamingChatModel",
-           "chat_model_from_settings", "parse_json_object"]
+__all__ = ["ChatCompletions", "ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel", "StreamingChatModel",
+           "chat_completions_from_settings", "chat_model_from_settings", "parse_json_object"]
 
 Message = Mapping[str, str]
 
@@ -208,7 +213,7 @@ class OpenAIChatModel:
             error = LLMError(f"the model server at {self._where} is rate-limiting requests (429); try again shortly")
             raise (_Retryable(error) if retryable else error) from exc
         except openai.APIStatusError as exc:
-            error = LLMError(f"the model server at {self._where} answered {exc.status_code}: {_short(exc.message)}")
+            error = LLMError(f"the model server at {self._where} answered {exc.status_code}: {_said(exc)}")
             raise (_Retryable(error) if retryable and exc.status_code >= 500 else error) from exc
         except openai.APIConnectionError as exc:
             error = LLMError(f"cannot reach the model server at {self._where}: {_short(str(exc))}")
@@ -240,6 +245,86 @@ def chat_model_from_settings(settings: Settings) -> ChatModel | None:
     )
 
 
+class ChatCompletions:
+    """An OpenAI-compatible server's chat-completions and models endpoints, raw: what `vecmem proxy` forwards to.
+
+    ``create`` and ``stream`` send ``body`` as given; ``stream`` returns once the server has accepted the request
+    (a refusal is raised then, before any chunk), and its chunks follow as the server sends them. ``timeout``
+    bounds a whole answer, and a streamed one between two chunks. Every failure is an ``UpstreamError``."""
+
+    def __init__(self, *, api_key: str | None = None, base_url: str | None = None, timeout: float = 600.0) -> None:
+        import openai
+
+        self._openai = openai
+        self._timeout = timeout
+        self.where = base_url or "https://api.openai.com/v1"
+        self._client = openai.OpenAI(api_key=api_key or "not-needed", base_url=base_url, timeout=timeout,
+                                     max_retries=0)
+
+    def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        with self._forwarded():
+            reply = self._client.post("/chat/completions", body=dict(body), cast_to=object)
+        return self._object(reply)
+
+    def stream(self, body: Mapping[str, Any]) -> Generator[dict[str, Any], None, None]:
+        with self._forwarded():
+            chunks = self._client.post("/chat/completions", body={**body, "stream": True}, cast_to=object,
+                                       stream=True, stream_cls=self._openai.Stream[object])
+        return self._chunks(chunks)
+
+    def models(self) -> dict[str, Any]:
+        with self._forwarded():
+            return self._object(self._client.get("/models", cast_to=object))
+
+    def _chunks(self, chunks: Any) -> Generator[dict[str, Any], None, None]:
+        try:
+            with self._forwarded():
+                for chunk in chunks:
+                    yield self._object(chunk)
+        finally:
+            chunks.close()  # a client that went away: the server's stream is closed too
+
+    def _object(self, reply: object) -> dict[str, Any]:
+        if not isinstance(reply, dict):
+            raise UpstreamError(f"the model server at {self.where} sent {type(reply).__name__}, not a JSON object",
+                                status=502)
+        return reply
+
+    @contextlib.contextmanager
+    def _forwarded(self) -> Iterator[None]:
+        """The SDK's errors as UpstreamError, most specific first, with the status the proxy answers."""
+        openai = self._openai
+        try:
+            yield
+        except openai.APITimeoutError as exc:  # before APIConnectionError, its base class
+            raise UpstreamError(f"the model at {self.where} did not answer within {self._timeout:g} s",
+                                status=504, kind="timeout") from exc
+        except openai.APIStatusError as exc:
+            error = exc.body if isinstance(exc.body, dict) else {}
+            detail = {name: str(error[name]) if error.get(name) is not None else None
+                      for name in ("type", "code", "param")}
+            raise UpstreamError(f"the model server at {self.where} answered {exc.status_code}: {_said(exc)}",
+                                status=exc.status_code, kind=detail["type"], code=detail["code"],
+                                param=detail["param"], retry_after=exc.response.headers.get("retry-after")) from exc
+        except openai.APIConnectionError as exc:
+            raise UpstreamError(f"cannot reach the model server at {self.where}: {_short(str(exc))}",
+                                status=502) from exc
+        except openai.OpenAIError as exc:  # an error event inside a stream, among others
+            raise UpstreamError(f"the model server at {self.where} failed: {_short(str(exc))}", status=502) from exc
+        except ValueError as exc:  # a truncated or non-JSON body escapes the SDK as JSONDecodeError
+            raise UpstreamError(f"the model server at {self.where} sent a reply that is not valid JSON: {exc}",
+                                status=502) from exc
+
+
+def chat_completions_from_settings(settings: Settings) -> ChatCompletions | None:
+    """The configured server, raw (for `vecmem proxy`), or None when neither OPENAI_API_KEY nor OPENAI_BASE_URL is
+    set."""
+    if not settings.llm_configured:
+        return None
+    return ChatCompletions(api_key=settings.openai_api_key, base_url=settings.openai_base_url,
+                           timeout=settings.proxy_timeout)
+
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
@@ -258,6 +343,13 @@ def parse_json_object(reply: str, *, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ExtractionError(f"the model's {what} is not a JSON object")
     return data
+
+
+def _said(exc: Any) -> str:
+    """What a server that refused a request said: its error's own message (the SDK's ``message`` puts "Error code:
+    N - " before it), shortened."""
+    error = exc.body if isinstance(exc.body, dict) else {}
+    return _short(error["message"] if isinstance(error.get("message"), str) else exc.message)
 
 
 def _short(text: str, limit: int = 160) -> str:

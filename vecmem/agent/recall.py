@@ -75,7 +75,7 @@ class Recall:
     hits: list[Hit]
 
 
-def recall(bank: MemoryApi, message: str, *, user_id: str, session_id: str, k: int,
+def recall(bank: MemoryApi, message: str, *, user_id: str, session_id: str | None, k: int,
            routes: Mapping[str, tuple[str, ...] | None]) -> Recall:
     """Routed retrieval, widened when the message points at the past (module docstring). Touches nothing."""
     intent = rules.query_intent(message)

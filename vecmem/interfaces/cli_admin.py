@@ -1,17 +1,18 @@
 """`vecmem` commands that look after the store as a whole and serve it: reindex, prune, the review queue
-(review, approve, reject, unarchive), serve, its API keys (keys), mcp, doctor and claim. Each is declared on its
-handler (see cli_command.py)."""
+(review, approve, reject, unarchive), serve, proxy, their API keys (keys), mcp, doctor and claim. Each is declared
+on its handler (see cli_command.py)."""
 
 from __future__ import annotations
 
 import argparse
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, CommandGroup, Context, UsageError, arg, positive_int
 
 if TYPE_CHECKING:
+    from vecmem.api import MemoryApi
     from vecmem.interfaces.keys import KeyStore
     from vecmem.models import MemoryRecord
 
@@ -113,23 +114,54 @@ def tcp_port(text: str) -> int:
     return port
 
 
+_HOST = arg("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+_TOKEN = arg("--token", help="admin key required of every request (default: VECMEM_API_TOKEN); a token or keys from "
+                             "`vecmem keys create` are needed to bind anything but loopback")
+_ALLOW_HOST = arg("--allow-host", action="append", default=[], metavar="NAME",
+                  help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable); the --host "
+                       "address is allowed by itself unless it is a wildcard such as 0.0.0.0")
+AppFactory = Callable[["MemoryApi", "str | None", "KeyStore", list[str]], Any]  # (bank, token, keys, allowed hosts)
+
+
 @commands.command(
     "serve", "the HTTP API (JSON; OpenAPI at /openapi.json) and the memory panel at /",
-    arg("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
-    arg("--port", type=tcp_port, default=8765),
-    arg("--token", help="admin key required of every request (default: VECMEM_API_TOKEN); a token or keys "
-                        "from `vecmem keys create` are needed to bind anything but loopback"),
-    arg("--allow-host", action="append", default=[], metavar="NAME",
-        help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable); the --host "
-             "address is allowed by itself unless it is a wildcard such as 0.0.0.0"),
+    _HOST, arg("--port", type=tcp_port, default=8765), _TOKEN, _ALLOW_HOST,
     per_user=False,
 )
 def serve(ctx: Context) -> int:
+    from vecmem.interfaces.server import create_app  # fastapi only for this command
+
+    return _serve(ctx, "vecmem serve", "serving {location}", lambda bank, token, keys, allowed: create_app(
+        bank, token=token, keys=keys, allowed_hosts=allowed))
+
+
+@commands.command(
+    "proxy", "an OpenAI-compatible chat-completions endpoint (/v1) that forwards to the configured model, puts the "
+             "user's memories into each request and learns from each exchange",
+    _HOST, arg("--port", type=tcp_port, default=8766), _TOKEN, _ALLOW_HOST,
+    per_user=False,
+)
+def proxy(ctx: Context) -> int:
+    from vecmem.agent.llm import chat_completions_from_settings
+    from vecmem.interfaces.proxy import create_proxy_app
+
+    upstream = chat_completions_from_settings(ctx.settings())
+    if upstream is None:
+        raise UsageError("the proxy forwards to a model server: set OPENAI_BASE_URL (any OpenAI-compatible "
+                         "server) and/or OPENAI_API_KEY (OpenAI's)")
+    return _serve(ctx, "vecmem proxy", f"proxying {upstream.where} with the memories of {{location}}",
+                  lambda bank, token, keys, allowed: create_proxy_app(bank, upstream, token=token, keys=keys,
+                                                                      allowed_hosts=allowed), base="/v1")
+
+
+def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base: str = "") -> int:
+    """Serve ``app_for(bank, token, keys, allowed hosts)`` on --host/--port with uvicorn until stopped; ``doing``
+    says what, with ``{location}`` the store, and ``base`` is the path clients start from."""
     import uvicorn
 
-    from vecmem.interfaces.keys import KeyStore  # fastapi and uvicorn only for this command
+    from vecmem.interfaces.keys import KeyStore  # uvicorn, and the app's SDK, only for these commands
     from vecmem.interfaces.opening import long_running_bank
-    from vecmem.interfaces.server import check_binding, create_app
+    from vecmem.interfaces.server_security import check_binding
 
     settings = ctx.settings()
     host, port = ctx.args.host, ctx.args.port
@@ -142,11 +174,12 @@ def serve(ctx: Context) -> int:
     except OSError as exc:
         print(f"vecmem: error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=ctx.err)
         return EXIT_FAILURE
-    with listening, long_running_bank(settings, program="vecmem serve", factory=ctx.bank_factory) as bank:
+    with listening, long_running_bank(settings, program=program, factory=ctx.bank_factory) as bank:
         keyed = " (an API key required)" if token or keys.any_valid() else ""
-        print(f"vecmem: serving {bank.location} on http://{host}:{port}{keyed}", file=ctx.err, flush=True)
-        app = create_app(bank, token=token, keys=keys, allowed_hosts=allowed)
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
+        print(f"vecmem: {doing.format(location=bank.location)} on http://{host}:{port}{base}{keyed}",
+              file=ctx.err, flush=True)
+        uvicorn.Server(uvicorn.Config(app_for(bank, token, keys, allowed), log_level="warning")).run(
+            sockets=[listening])
     return EXIT_OK
 
 

@@ -30,7 +30,6 @@ from starlette.exceptions import HTTPException
 
 from vecmem.api import MemoryApi
 from vecmem.errors import (
-    ConfigError,
     ConflictError,
     InvalidInputError,
     NotFoundError,
@@ -58,7 +57,7 @@ from vecmem.interfaces.server_schemas import (
     context_out,
     errors,
 )
-from vecmem.interfaces.server_security import CSRF_HEADER, PRINCIPAL, Guard, is_loopback, keyed
+from vecmem.interfaces.server_security import CSRF_HEADER, PRINCIPAL, Guard, check_binding, is_loopback, keyed
 from vecmem.maintenance.learning import chat_messages
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.storage.sessions import SessionStore
@@ -96,13 +95,6 @@ _OneSession = Annotated[str | None, Query(description="Only the memories of this
 
 class NdjsonResponse(StreamingResponse):
     media_type = "application/x-ndjson"
-
-
-def check_binding(host: str, token: str | None, *, keys: bool = False) -> None:
-    """Refuse to serve memories to the network without a key (``keys``: `vecmem keys` made some)."""
-    if not is_loopback(host) and not token and not keys:
-        raise ConfigError(f"binding to {host} exposes every memory to the network: give a token (--token or "
-                          "VECMEM_API_TOKEN) or create keys (`vecmem keys create`), or bind to 127.0.0.1")
 
 
 def caller_user(request: Request, user: _User = None) -> str | None:
