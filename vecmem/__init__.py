@@ -21,6 +21,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.agent.learn import Learner
     from vecmem.agent.llm import ChatModel, OpenAIChatModel
     from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
+    from vecmem.aio import AsyncMemoryBank
     from vecmem.api import MemoryApi
     from vecmem.bank import MemoryBank, content_id
     from vecmem.config import BudgetShares, RankWeights, Settings
@@ -69,6 +70,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "AsyncMemoryBank",
     "MemoryApi",
     "AddMessagesResult",
     "SkippedMessage",
@@ -144,6 +146,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.agent.learn": ("Learner",),
     "vecmem.agent.llm": ("ChatModel", "OpenAIChatModel"),
     "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
+    "vecmem.aio": ("AsyncMemoryBank",),
     "vecmem.api": ("MemoryApi",),
     "vecmem.bank": ("MemoryBank", "content_id"),
     "vecmem.config": ("BudgetShares", "RankWeights", "Settings"),
