@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         StoreInUseError,
         VecmemError,
     )
+    from vecmem.interfaces.langgraph_store import VecmemStore
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
     from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
@@ -72,6 +73,7 @@ __all__ = [
     "MemoryBank",
     "AsyncMemoryBank",
     "MemoryApi",
+    "VecmemStore",
     "AddMessagesResult",
     "SkippedMessage",
     "MessageLearner",
@@ -154,6 +156,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
         "BudgetError", "ConfigError", "ConflictError", "EmbeddingError", "EmbeddingMismatchError", "ExtractionError",
         "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "VecmemError",
     ),
+    "vecmem.interfaces.langgraph_store": ("VecmemStore",),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
