@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         StoreInUseError,
         VecmemError,
     )
+    from vecmem.interfaces.langchain_retriever import VecmemRetriever
     from vecmem.interfaces.langgraph_store import VecmemStore
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
@@ -74,6 +75,7 @@ __all__ = [
     "AsyncMemoryBank",
     "MemoryApi",
     "VecmemStore",
+    "VecmemRetriever",
     "AddMessagesResult",
     "SkippedMessage",
     "MessageLearner",
@@ -156,6 +158,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
         "BudgetError", "ConfigError", "ConflictError", "EmbeddingError", "EmbeddingMismatchError", "ExtractionError",
         "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "VecmemError",
     ),
+    "vecmem.interfaces.langchain_retriever": ("VecmemRetriever",),
     "vecmem.interfaces.langgraph_store": ("VecmemStore",),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),

@@ -16,7 +16,8 @@ defaultdict), so its empty namespaces are dropped before each comparison; and a 
 field an item lacks raises there, so every value has the compared field ``n``.
 
 The figures (sequences, operations, mismatches, rankings checked) are tallied for the end of the run;
-``VECMEM_LANGGRAPH_EXAMPLES`` runs more sequences (default 40 of 10 to 40 steps, a step an operation or a batch).
+``VECMEM_LANGGRAPH_EXAMPLES`` runs more sequences (default 40 of 10 to 40 steps, a step an operation or a batch;
+a quarter as many on embedded Chroma, a slow test).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore as ReferenceStore
@@ -67,10 +69,10 @@ def _item(item) -> tuple | None:
 class Run:
     """One sequence: both stores, what was put (for the ranking check) and the mismatches found."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, chroma: bool) -> None:
         clock = Clock()
-        self.bank = MemoryBank(Settings(home=home), embedder=FakeEmbedder(), clock=clock,
-                               store=InMemoryStore(model_name="fake-hash-64"))
+        store = None if chroma else InMemoryStore(model_name="fake-hash-64")  # None: embedded Chroma in home
+        self.bank = MemoryBank(Settings(home=home), embedder=FakeEmbedder(), clock=clock, store=store)
         self.ours = VecmemStore(self.bank, fields=["text"], clock=clock)
         self.reference = ReferenceStore()
         self.exact: dict[tuple, str] = {}  # (namespace, key) -> its text, for items indexed by the text alone
@@ -157,12 +159,26 @@ def _draw_op(data, run: Run, *, kind: str | None = None, in_batch: bool = False)
     return [_draw_op(data, run, in_batch=True) for _ in range(data.draw(st.integers(2, 4)))]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+RUN = settings(deadline=None, derandomize=True, database=None,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@settings(RUN, max_examples=EXAMPLES)
 @given(st.data())
 def test_vecmem_store_answers_as_langgraphs_in_memory_store(data):
+    _compare_a_sequence(data, chroma=False)
+
+
+@pytest.mark.chroma
+@settings(RUN, max_examples=max(EXAMPLES // 4, 1))
+@given(st.data())
+def test_on_embedded_chroma_too(data):
+    _compare_a_sequence(data, chroma=True)
+
+
+def _compare_a_sequence(data, *, chroma: bool) -> None:
     with tempfile.TemporaryDirectory() as home:
-        run = Run(Path(home))
+        run = Run(Path(home), chroma=chroma)
         try:
             steps = data.draw(st.integers(10, 40))
             operations = 0
@@ -180,11 +196,12 @@ def test_vecmem_store_answers_as_langgraphs_in_memory_store(data):
                         run.check(op, want, answer)
         finally:
             run.bank.close()
-    count("langgraph differential: sequences")
-    count("langgraph differential: operations", operations)
-    count("langgraph differential: mismatches", len(run.mismatches))
-    count("langgraph differential: rankings checked", run.rankings)
-    count("langgraph differential: rankings wrong", run.misranked)
+    where = "embedded Chroma" if chroma else "in-memory store"
+    count(f"langgraph differential ({where}): sequences")
+    count(f"langgraph differential ({where}): operations", operations)
+    count(f"langgraph differential ({where}): mismatches", len(run.mismatches))
+    count(f"langgraph differential ({where}): rankings checked", run.rankings)
+    count(f"langgraph differential ({where}): rankings wrong", run.misranked)
     assert run.mismatches == []
 
 
