@@ -130,3 +130,13 @@ async def test_open_makes_a_bank_in_a_thread(settings, clock, memory_stores):
         assert isinstance(abank.bank, MemoryBank) and abank.settings is settings
         await abank.add("The user's cat is called Miso")
         assert await abank.count() == 1
+
+
+@pytest.mark.stores("embedded", "server")
+async def test_on_real_chroma_embedded_and_a_server(make_bank):
+    async with AsyncMemoryBank(make_bank()) as abank:
+        written = await asyncio.gather(*(abank.add(f"The user visited city number {n}", session_id="trip")
+                                         for n in range(6)))
+        hits = await abank.search("city number 3", k=2, session_id="trip")
+        assert hits[0].id == written[3].id
+        assert await abank.count() == 6

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, TypedDict
 
 import pytest
@@ -200,6 +201,28 @@ def test_an_item_the_forgetting_policy_archives_is_gone_until_put_again(make_ban
     clock.advance(days=1)
     store.put(("alice", "m"), "old", TEA)
     assert store.get(("alice", "m"), "old").value == TEA and store.get(("alice", "m"), "new") is None
+
+
+def test_threads_putting_one_key_leave_one_item_holding_one_of_their_values(store, bank):
+    values = [{"text": f"Alice's locker code is {n}"} for n in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda value: store.put(("alice", "m"), "locker", value), values * 3))
+    assert store.get(("alice", "m"), "locker").value in values
+    (record,) = bank.list_memories(user_id="alice")
+    assert json.loads(record.context)["value"]["text"] == record.content  # content and value from one put
+
+
+@pytest.mark.stores("embedded", "server")
+def test_on_real_chroma_embedded_and_a_server(bank, clock):
+    store = VecmemStore(bank, clock=clock)
+    store.put(("alice", "memories"), "tea", TEA)
+    store.put(("alice", "memories", "deep"), "bike", {"text": "Alice rides a red bicycle"})
+    store.put(("bob smith",), "b", {"text": "Bob drinks green tea too"})
+    assert store.get(("alice", "memories"), "tea").value == TEA
+    assert [i.key for i in store.search(("alice",), query="green tea")] == ["tea", "bike"]
+    assert store.list_namespaces(max_depth=2) == [("alice", "memories"), ("bob smith",)]
+    store.delete(("alice", "memories"), "tea")
+    assert [i.key for i in store.search(("alice", "memories"), query="green tea")] == ["bike"]
 
 
 async def test_the_async_methods_run_in_a_worker_thread(store):
