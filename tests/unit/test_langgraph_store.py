@@ -23,6 +23,13 @@ from vecmem.interfaces.langgraph_store import NamespaceError
 TEA = {"text": "Alice drinks green tea every morning", "source": "chat"}
 
 
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 @pytest.fixture
 def store(bank, clock):
     return VecmemStore(bank, clock=clock)
@@ -68,6 +75,7 @@ def test_langmem_namespaces_name_the_user_second(bank, clock):
 def test_a_put_replaces_keeping_the_creation_time_and_none_deletes(store, bank, clock):
     store.put(("alice", "memories"), "tea", TEA)
     first = store.get(("alice", "memories"), "tea")
+    assert first.created_at == first.updated_at == clock.now
     clock.advance(hours=2)
     store.put(("alice", "memories"), "tea", {"text": "Alice switched to black coffee"})
     second = store.get(("alice", "memories"), "tea")
@@ -86,6 +94,7 @@ def test_a_put_replaces_keeping_the_creation_time_and_none_deletes(store, bank, 
     ({"tags": {"a", "b"}}, "must be JSON"),
     ({"score": float("nan")}, "must be JSON"),
     ({"text": "x" * 9000}, "at most 8,000"),
+    ({"deep": _nested(5000)}, "must be JSON"),
     (["not", "a", "dict"], "JSON object"),
 ])
 def test_a_value_that_is_not_exactly_json_or_too_big_is_refused_and_nothing_written(store, bank, value, reason):

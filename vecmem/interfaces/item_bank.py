@@ -64,6 +64,7 @@ class PreparedPut:
     memory_id: str
     content: str
     context: str
+    at: datetime  # when it was put: the item's updated_at, and its created_at if it is new
     delete: bool  # a put of None
 
 
@@ -91,11 +92,13 @@ class ItemBank:
         user, session = self.layout.place(namespace)
         if not isinstance(key, str):
             raise InvalidInputError("key", f"must be a string, got {type(key).__name__}")
+        at = self.clock()
         if value is None:
-            return PreparedPut(namespace, key, user, session, item_id(namespace, key), "", "", delete=True)
-        context = context_of(namespace, key, value, self.clock(), indexed)
+            return PreparedPut(namespace, key, user, session, item_id(namespace, key), "", "", at, delete=True)
+        context = context_of(namespace, key, value, at, indexed)
         content = searchable_text(string_leaves(value) if texts is None else texts, value)
-        return PreparedPut(namespace, key, user, session, item_id(namespace, key), content, context, delete=False)
+        return PreparedPut(namespace, key, user, session, item_id(namespace, key), content, context, at,
+                           delete=False)
 
     def write(self, put: PreparedPut) -> None:
         stored = self._record(put.user_id, put.memory_id)
@@ -109,7 +112,7 @@ class ItemBank:
         if stored is None:
             try:
                 stored = self.bank.add(put.content, user_id=put.user_id, session_id=put.session_id,
-                                       memory_id=put.memory_id, context=put.context, created_at=self.clock())
+                                       memory_id=put.memory_id, context=put.context, created_at=put.at)
             except ConflictError:  # another writer stored other text under the id meanwhile: the put replaces it
                 stored = None
             if stored is not None and stored.context == put.context:

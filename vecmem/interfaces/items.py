@@ -153,7 +153,7 @@ def context_of(namespace: Sequence[str], key: str, value: Mapping[str, Any], upd
     value = dict(value)
     try:
         exact = json.loads(json.dumps(value, allow_nan=False)) == value
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's own limit
         raise InvalidInputError("value", f"must be JSON (dicts with string keys, lists, strings, numbers, "
                                          f"booleans, null): {exc}") from exc
     if not exact:
