@@ -25,14 +25,14 @@ help:
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
-	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem and its test extras"
+	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras and the LangGraph/LangChain adapters' packages"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vecmem needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev,langchain]'
 	@touch $@
 
 install: $(STAMP)

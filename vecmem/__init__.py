@@ -21,6 +21,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.agent.learn import Learner
     from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
     from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
+    from vecmem.aio import AsyncMemoryBank
     from vecmem.api import MemoryApi
     from vecmem.bank import MemoryBank, content_id
     from vecmem.config import BudgetShares, RankWeights, Settings
@@ -39,6 +40,8 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         UpstreamError,
         VecmemError,
     )
+    from vecmem.interfaces.langchain_retriever import VecmemRetriever
+    from vecmem.interfaces.langgraph_store import VecmemStore
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
     from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
@@ -72,7 +75,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "AsyncMemoryBank",
     "MemoryApi",
+    "VecmemStore",
+    "VecmemRetriever",
     "AddMessagesResult",
     "SkippedMessage",
     "MessageLearner",
@@ -153,6 +159,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.agent.learn": ("Learner",),
     "vecmem.agent.llm": ("ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel"),
     "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
+    "vecmem.aio": ("AsyncMemoryBank",),
     "vecmem.api": ("MemoryApi",),
     "vecmem.bank": ("MemoryBank", "content_id"),
     "vecmem.config": ("BudgetShares", "RankWeights", "Settings"),
@@ -161,6 +168,8 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
         "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "UpstreamError",
         "VecmemError",
     ),
+    "vecmem.interfaces.langchain_retriever": ("VecmemRetriever",),
+    "vecmem.interfaces.langgraph_store": ("VecmemStore",),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),

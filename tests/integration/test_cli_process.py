@@ -17,6 +17,16 @@ def test_help_does_not_import_torch_or_chroma(tmp_path):
     assert "reindex" in result.stdout
 
 
+def test_version_imports_neither_the_model_nor_chroma_nor_the_adapters(tmp_path):
+    import vecmem
+
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "vecmem", "--version"],
+                            env=cli_env(tmp_path), capture_output=True, text=True, check=True)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert not {"torch", "sentence_transformers", "chromadb", "numpy", "langgraph", "langchain_core"} & imported
+    assert result.stdout == f"vecmem {vecmem.__version__}\n"
+
+
 def test_seed_twice_then_search(tmp_path):
     env = cli_env(tmp_path / "home")
     first = run_cli("seed", env=env)

@@ -1,4 +1,5 @@
-"""The README's examples run as written: the Python API, the agent loop, several workers."""
+"""The README's examples run as written: the Python API, the agent loop, several workers, asyncio, LangGraph and
+LangChain."""
 
 import json
 import re
@@ -6,10 +7,16 @@ import re
 from tests.conftest import REPO
 
 
-def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+def _example(heading: str) -> str:
+    """The one Python block of the README section with this heading (## or ###), up to the next heading."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    (example,) = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S)
-                  if "MemoryBank()" in block and "OpenAI(" not in block]
+    (section,) = re.findall(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ )", readme, re.S | re.M)
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    return example
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+    example = _example("Python API")
     monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
     namespace: dict = {}
     exec(compile(example, "README.md", "exec"), namespace)
@@ -99,3 +106,30 @@ def test_readme_several_workers_example_runs(tmp_path, chroma_server, postgres_s
     added, found = (json.loads(line) for line in finished.stdout.splitlines() if line.startswith(("{", "[")))
     assert added["content"] == "The user deploys on Fridays"
     assert [hit["id"] for hit in found] == [added["id"]]
+
+
+def _run_example(heading: str, tmp_path, monkeypatch) -> dict:
+    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
+    namespace: dict = {}
+    exec(compile(_example(heading), "README.md", "exec"), namespace)
+    return namespace
+
+
+def test_readme_asyncio_example_runs(tmp_path, monkeypatch, capsys):
+    _run_example("asyncio", tmp_path, monkeypatch)
+    content, long_term_tokens = capsys.readouterr().out.strip().rsplit(" ", 1)
+    assert content == "The user is allergic to peanuts" and int(long_term_tokens) > 0
+
+
+def test_readme_langgraph_example_runs(tmp_path, monkeypatch, capsys):
+    namespace = _run_example("LangGraph store", tmp_path, monkeypatch)
+    assert capsys.readouterr().out.splitlines() == ["['I am allergic to peanuts']", "[('memories', 'alice')]"]
+    (memory,) = namespace["store"].bank.list_memories(user_id="alice")
+    assert (memory.content, memory.session_id) == ("I am allergic to peanuts", "memories")
+
+
+def test_readme_langchain_example_runs(tmp_path, monkeypatch, capsys):
+    _run_example("LangChain retriever", tmp_path, monkeypatch)
+    (line,) = capsys.readouterr().out.splitlines()
+    score, content = line.split("  ", 1)
+    assert content == "The user deploys on Fridays after the team sync" and 0 < float(score) <= 1

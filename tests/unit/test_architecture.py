@@ -27,6 +27,8 @@ SDK_HOME = {
     "jieba": "retrieval/tokenize.py",
     "psycopg": "storage/postgres.py",
     "psycopg_pool": "storage/postgres.py",
+    "langgraph": "interfaces/langgraph_store.py",
+    "langchain_core": "interfaces/langchain_retriever.py",
 }
 
 

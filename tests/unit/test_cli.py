@@ -122,6 +122,20 @@ def test_no_command_prints_help(run):
     assert code == 2 and "COMMAND" in out
 
 
+def test_version_is_the_packages_and_opens_no_store():
+    import tomllib
+
+    from tests.conftest import REPO
+
+    def no_bank(settings, verify_model=True):
+        raise AssertionError("--version opened a bank")
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--version"], stdout=out, stderr=err, bank_factory=no_bank) == 0
+    assert (out.getvalue(), err.getvalue()) == (f"vecmem {declared}\n", "")
+
+
 def test_import_reports_bad_lines_by_number(run, tmp_path):
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join([

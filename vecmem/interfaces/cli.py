@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
+from vecmem import __version__
 from vecmem.errors import VecmemError, is_user_error
 from vecmem.interfaces import cli_admin, cli_memories
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, BankFactory, Command, Context, UsageError
@@ -36,6 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _build_parser() -> _Parser:
     parser = _Parser(prog="vecmem", description="Long-term memory for LLM agents: store, search, budget.")
+    parser.add_argument("--version", action="store_true", help="print vecmem's version and exit")
     subparsers: Any = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         command.add_to(subparsers)
@@ -72,6 +74,9 @@ def main(
         _refuse_undecodable(arguments)
         parser = _build_parser()
         args = parser.parse_args(arguments)
+        if args.version:  # written to ``out`` (argparse's version action would print to sys.stdout and exit)
+            print(f"vecmem {__version__}", file=out)
+            return EXIT_OK
         if args.command is None:
             parser.print_help(out)
             return EXIT_USAGE
