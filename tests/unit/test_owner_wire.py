@@ -45,7 +45,7 @@ RECORD = MemoryRecord(id="m1", content="The user likes green tea", type="prefere
                       access_count=3, source="extracted", confidence=0.8, superseded_by="m2", user_id="li",
                       context="we talked about tea", status="pending", version=4)
 HIT = Hit(id="m1", content=RECORD.content, type="preference", score=0.71, similarity=0.5, recency=0.99,
-          importance=0.56, record=RECORD, dense=0.4, keyword=None)
+          importance=0.56, record=RECORD, dense=0.4, keyword=None, matched_terms=("green", "茶"))
 EVERY_TYPE = [
     RECORD,
     HIT,

@@ -255,6 +255,9 @@ class HitOut(BaseModel):
     relevance: float | None = Field(description="How much it has to do with the query, in [0, 1], on one scale "
                                                 "whatever the mode and language: what a prompt's relevance floor "
                                                 "compares; null for an empty query.")
+    matched_terms: list[str] = Field(description="Why it was found: the query's words its keyword tokens hold (its "
+                                                 "content, tags or context), as the query wrote them; [] for an empty "
+                                                 "query.")
     scope: str = Field(description="'global' or its session.")
     tags: list[str] = Field(description="Its labels.")
 
