@@ -7,6 +7,8 @@ import pytest
 from vecmem import ConflictError, InvalidInputError
 from vecmem.maintenance import chains
 
+pytestmark = pytest.mark.both_stores  # scope is a field Chroma filters on: embedded, and a `chroma run` server
+
 
 def test_a_move_keeps_the_id_and_changes_where_it_is_seen(bank):
     memory = bank.add("The user is debugging the billing export")
