@@ -46,12 +46,16 @@ demo: install
 chat: seed
 	$(BIN)/python -m vecmem.chat $(CHAT_ARGS)
 
-# The memory panel's test drives Debian's chromium and chromium-driver (apt-get, as root or through sudo).
+# The memory panel's test drives Debian's chromium and chromium-driver (apt-get, as root or through sudo), and
+# its Chinese screenshots need a CJK font: fonts-noto-cjk when fontconfig knows of none.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver \
 	  || echo "vecmem: could not install chromium; the panel test will be skipped"; fi
+	@if command -v fc-list >/dev/null && [ -z "$$(fc-list :lang=zh)" ]; then \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q fonts-noto-cjk \
+	  || echo "vecmem: could not install fonts-noto-cjk; Chinese shows as boxes in the panel's screenshots"; fi
 
 # The tests of several workers start their own PostgreSQL server from Debian's postgresql package (the state
 # workers share, VECMEM_DATABASE_URL); vecmem itself needs it only when that variable is set.

@@ -45,6 +45,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
     from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
+    from vecmem.maintenance.listing import MemoryPage
     from vecmem.models import (
         MEMORY_TYPES,
         SOURCES,
@@ -106,6 +107,7 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "PruneCandidate",
+    "MemoryPage",
     "GateDecision",
     "ChatModel",
     "OpenAIChatModel",
@@ -173,6 +175,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
+    "vecmem.maintenance.listing": ("MemoryPage",),
     "vecmem.models": (
         "MEMORY_TYPES", "SOURCES", "STATUSES", "Hit", "ImportReport", "MemoryFilter", "MemoryRecord", "MemorySource",
         "MemoryStatus", "MemoryType", "PromptPack", "Provenance", "StoreStats", "Turn",

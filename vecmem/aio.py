@@ -104,6 +104,7 @@ class AsyncMemoryBank:
     get = _twin(MemoryBank.get)
     history = _twin(MemoryBank.history)
     list_memories = _twin(MemoryBank.list_memories)
+    page_memories = _twin(MemoryBank.page_memories)
     search = _twin(MemoryBank.search)
     build_context = _twin(MemoryBank.build_context)
     warm_up = _twin(MemoryBank.warm_up)

@@ -20,6 +20,7 @@ from vecmem.config import Settings
 from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult
+from vecmem.maintenance.listing import MemoryPage
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 __all__ = ["MemoryApi"]
@@ -44,7 +45,7 @@ class MemoryApi(Protocol):
 
     def update(self, memory_id: str, *, user_id: str | None = ..., content: str | None = ...,
                memory_type: str | None = ..., importance: float | None = ..., tags: Sequence[str] | None = ...,
-               confidence: float | None = ..., context: str | None = ...,
+               confidence: float | None = ..., context: str | None = ..., scope: str | None = ...,
                keep_history: bool = ..., expected_version: int | None = ...) -> MemoryRecord: ...
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = ...) -> MemoryRecord: ...
@@ -62,6 +63,11 @@ class MemoryApi(Protocol):
     def list_memories(self, *, user_id: str | None = ..., session_id: str | None = ...,
                       types: Iterable[str] | None = ..., include_superseded: bool = ..., limit: int | None = ...,
                       statuses: Iterable[str] = ...) -> list[MemoryRecord]: ...
+
+    def page_memories(self, *, user_id: str | None = ..., session_id: str | None = ...,
+                      types: Iterable[str] | None = ..., include_superseded: bool = ...,
+                      statuses: Iterable[str] = ..., sort: str = ..., offset: int = ...,
+                      limit: int | None = ...) -> MemoryPage: ...
 
     def search(self, query: str, k: int = ..., *, user_id: str | None = ..., session_id: str | None = ...,
                types: Iterable[str] | None = ..., record_access: bool = ...) -> list[Hit]: ...

@@ -7,9 +7,8 @@
 
 Every part can be replaced through the constructor (an embedder, a token counter, a clock, the store itself),
 which is how the tests run without the real model. The bank validates arguments, holds the write lock and wires
-the parts; what each operation does lives in vecmem/maintenance/ (opening the store, the write path, the
-supersession graph, import and export, erasure, the forgetting policy, review statuses, stats, the doctor),
-written against ``MemoryStore``. ``add_messages`` runs the memory agent's write side, which the agent layer
+the parts; what each operation does lives in vecmem/maintenance/ (a module a concern: the write path, edits,
+supersession, listing, transfer, erasure, forgetting, review, the doctor), written against ``MemoryStore``. ``add_messages`` runs the memory agent's write side, which the agent layer
 registers (maintenance/learning.py: the agent is a layer above and cannot be imported here).
 """
 
@@ -21,11 +20,12 @@ from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 
 from vecmem.config import Settings
-from vecmem.errors import InvalidInputError, NotFoundError
-from vecmem.maintenance import chains, edits, erase, hygiene, intake, learning, opening, review, transfer
+from vecmem.errors import NotFoundError
+from vecmem.maintenance import chains, edits, erase, hygiene, intake, learning, listing, opening, review, transfer
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult, MessageLearner
+from vecmem.maintenance.listing import MemoryPage
 from vecmem.maintenance.stats import store_stats
 from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
@@ -116,7 +116,7 @@ class MemoryBank:
         derived id (intake.unused_id); ``memory_id`` reused for other content is refused, as is one outside
         ``validation.NEW_ID_RULE``. A model's text (``source="extracted"``, any path) is screened: planted
         instructions and doubtful memories (intake.py)."""
-        user, scope = self._user(user_id), self._scope(session_id)
+        user, scope = self._user(user_id), GLOBAL_SCOPE if session_id is None else validate_session_id(session_id)
         record = intake.screened(MemoryRecord(
             id=validate_new_id(memory_id) if memory_id is not None
             else content_id(user, scope, transfer.text_for_id(content)),
@@ -151,9 +151,7 @@ class MemoryBank:
     def add_records(self, records: Iterable[MemoryRecord], *, overwrite: bool = False,
                     progress: Callable[[int], None] | None = None) -> ImportReport:
         """Store many validated records in batches of WRITE_BATCH (transfer.py), embedding the next batch
-        while the current one is written (embedding and Chroma's writes overlap on two cores).
-
-        A record whose id is already stored, or came earlier in ``records``, is skipped (counted in
+        while the current one is written (embedding and Chroma's writes overlap on two cores). A record whose id is already stored, or came earlier in ``records``, is skipped (counted in
         ``skipped``) unless ``overwrite``; an id outside ``validation.NEW_ID_RULE`` is refused. ``progress`` is
         called with the number of records handled so far.
         """
@@ -164,15 +162,16 @@ class MemoryBank:
 
     def update(self, memory_id: str, *, user_id: str | None = None, content: str | None = None,
                memory_type: str | None = None, importance: float | None = None, tags: Sequence[str] | None = None,
-               confidence: float | None = None, context: str | None = None,
+               confidence: float | None = None, context: str | None = None, scope: str | None = None,
                keep_history: bool = True, expected_version: int | None = None) -> MemoryRecord:
         """Change fields of a memory, which keeps its id (new words are re-embedded and re-indexed); what it said
         before stays in ``history`` as a revision ``<id>@v<n>`` dated by this edit (edits.py), unless
-        ``keep_history=False`` (an adjustment that is not an edit, such as the templates' decay). The fields given
+        ``keep_history=False`` (an adjustment that is not an edit, such as the templates' decay). ``scope``
+        ("global" or a session id) moves it, unless a supersession link forbids (chains.moving). The fields given
         are applied to the memory as stored under the write lock, so concurrent changes of different fields
         merge; ``expected_version`` (the version the change was built on) refuses a stale one (edits.at_version)."""
         given = {"content": content, "type": memory_type, "importance": importance, "tags": tags,
-                 "confidence": confidence, "context": context}
+                 "confidence": confidence, "context": context, "scope": scope}
         user = self._user(user_id)
         with self._writing([user]):
             changes = {name: value for name, value in given.items() if value is not None}
@@ -213,7 +212,7 @@ class MemoryBank:
         """Delete every memory of ``user_id`` (named: never the configured user by default), or of its session
         ``session_id``, in any state, with revisions, access statistics and copies (erase.py); returns how many."""
         user = validate_identifier("user_id", user_id)
-        session = None if session_id is None else self._scope(session_id)
+        session = None if session_id is None else validate_session_id(session_id)
         with self._writing([user]):
             return erase.erase(self._writes, user, session)
 
@@ -235,15 +234,17 @@ class MemoryBank:
                       statuses: Iterable[str] = ("live",)) -> list[MemoryRecord]:
         """Memories of a user, newest first. With ``session_id``: what that session sees (global + its own).
         ``statuses``: live (the default), archived (by the forgetting policy), pending (the review queue)."""
-        if isinstance(statuses, str) or not isinstance(statuses, Iterable):
-            raise InvalidInputError("statuses", f"must be a list of statuses, got {statuses!r}")
-        memory_filter = MemoryFilter(session_id=session_id, all_sessions=session_id is None,
-                                     types=check_type_names(types), include_superseded=include_superseded,
-                                     statuses=frozenset(statuses))
-        limit = None if limit is None else require_positive_int("limit", limit)
-        records = sorted(self._store.scan(self._user(user_id), memory_filter), key=lambda r: (r.created_at, r.id),
-                         reverse=True)
-        return self._access.apply(records if limit is None else records[:limit])
+        return list(self.page_memories(user_id=user_id, session_id=session_id, types=types, limit=limit,
+                                       include_superseded=include_superseded, statuses=statuses).memories)
+
+    def page_memories(self, *, user_id: str | None = None, session_id: str | None = None,
+                      types: Iterable[str] | None = None, include_superseded: bool = False,
+                      statuses: Iterable[str] = ("live",), sort: str = listing.DEFAULT_SORT, offset: int = 0,
+                      limit: int | None = None) -> MemoryPage:
+        """``list_memories`` a page at a time: sorted by a field of listing.SORTS (newest first by default), from
+        ``offset`` on, at most ``limit``, with how many memories the listing holds in all (listing.py)."""
+        return listing.page(self._store, self._access, self._user(user_id), listing.listed(
+            session_id, types, include_superseded, statuses), sort=sort, offset=offset, limit=limit)
 
     def search(self, query: str, k: int = 5, *, user_id: str | None = None, session_id: str | None = None,
                types: Iterable[str] | None = None, record_access: bool = True) -> list[Hit]:
@@ -360,10 +361,7 @@ class MemoryBank:
         """Let a pending memory into retrieval (source and confidence kept); ``content`` corrects it first."""
         user = self._user(user_id)
         with self._writing([user]):
-            if content is not None:  # corrected while still pending, so a failure leaves it in the queue
-                pending = review.require_status(self._get(memory_id, user_id=user), "pending")
-                edits.edit(self._writes, pending, {"content": content}, self._clock())  # an edit like update's
-            return review.move(self._writes, self._get(memory_id, user_id=user), frm="pending", to="live")
+            return review.approve(self._writes, self._get(memory_id, user_id=user), content, self._clock())
 
     def reject(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
         """Delete a pending memory for good."""
@@ -390,8 +388,3 @@ class MemoryBank:
 
     def _user(self, user_id: str | None) -> str:
         return validate_identifier("user_id", self.settings.default_user if user_id is None else user_id)
-
-    @staticmethod
-    def _scope(session_id: str | None) -> str:
-        return GLOBAL_SCOPE if session_id is None else validate_session_id(session_id)
-

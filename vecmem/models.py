@@ -276,7 +276,8 @@ class Hit:
     In hybrid mode ``similarity`` fuses ``dense`` (cosine) and ``keyword`` (BM25 relative to the query's best
     keyword match); either is None when its side did not run. ``relevance`` (retrieval/relevance.py) is how much the
     memory has to do with the query whatever the mode and language, in [0, 1]: what the relevance floor of a
-    prompt compares (None when nothing was asked: an empty query).
+    prompt compares (None when nothing was asked: an empty query). ``matched_terms``: the query's words that the
+    memory's keyword tokens hold (content, tags or context), as the query wrote them (retrieval/tokenize.py).
     """
 
     id: str
@@ -290,6 +291,7 @@ class Hit:
     dense: float | None = None
     keyword: float | None = None
     relevance: float | None = None
+    matched_terms: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -303,6 +305,7 @@ class Hit:
             "dense": self.dense,
             "keyword": self.keyword,
             "relevance": self.relevance,
+            "matched_terms": list(self.matched_terms),
             "scope": self.record.scope,
             "tags": list(self.record.tags),
         }

@@ -33,7 +33,7 @@ def test_every_body_and_response_field_is_typed_and_described(api):
     schema = api.get("/openapi.json").json()
     models = schema["components"]["schemas"]
     for name in ("NewMemory", "Changes", "SearchRequest", "Supersession", "Approval", "MemoryOut", "HitOut",
-                 "PruneCandidateOut", "StatsOut", "HitRate", "ErrorBody"):
+                 "PruneCandidateOut", "StatsOut", "HitRate", "ErrorBody", "BulkRequest", "BulkOut", "BulkItemOut"):
         for field, declared in models[name]["properties"].items():
             assert declared.get("description"), f"{name}.{field} has no description"
             assert {"type", "anyOf", "$ref", "enum"} & set(declared), f"{name}.{field} has no type"

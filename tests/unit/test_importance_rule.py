@@ -105,8 +105,11 @@ def test_the_schema_and_the_panel_state_the_same_range(api):
     schema = api.get("/openapi.json").json()["components"]["schemas"]
     declared = schema["NewMemory"]["properties"]["importance"]
     assert (declared["minimum"], declared["maximum"]) == (0, 10) and "ten-point" in declared["description"]
-    # the panel sends Number(field): its add form must let 1..10 through, and its edit prompt say so
-    assert 'id="add-importance" type="number" min="0" max="10"' in PANEL and "0 to 1, or 1 to 10" in PANEL
+    # the panel sends Number(field): its add form and its edit dialog must let 1..10 through, and say so (in both
+    # of its languages)
+    assert 'id="add-importance" type="number" min="0" max="10"' in PANEL
+    assert 'id="edit-importance" type="number" min="0" max="10"' in PANEL
+    assert "above 1 up to 10 on the ten-point scale" in PANEL and "大于 1 到 10 按十分制" in PANEL
 
 
 # ---------------------------------------------------------------------------------------------- MCP

@@ -30,6 +30,7 @@ from vecmem.interfaces.wire import (
 from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
+from vecmem.maintenance.listing import MemoryPage
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 
@@ -44,7 +45,7 @@ RECORD = MemoryRecord(id="m1", content="The user likes green tea", type="prefere
                       access_count=3, source="extracted", confidence=0.8, superseded_by="m2", user_id="li",
                       context="we talked about tea", status="pending", version=4)
 HIT = Hit(id="m1", content=RECORD.content, type="preference", score=0.71, similarity=0.5, recency=0.99,
-          importance=0.56, record=RECORD, dense=0.4, keyword=None)
+          importance=0.56, record=RECORD, dense=0.4, keyword=None, matched_terms=("green", "茶"))
 EVERY_TYPE = [
     RECORD,
     HIT,
@@ -66,6 +67,7 @@ EVERY_TYPE = [
     SkippedMessage(index=0, content="ok", stage="rules", reason="filler"),
     Finding(kind="unreadable", user_id=None, memory_ids=(), detail="a row", repairable=False),
     Provenance(session_id="chat-1", message_ids=("12", "13")),
+    MemoryPage(memories=(RECORD,), total=7, offset=3, sort="-importance"),
 ]
 
 
@@ -108,7 +110,8 @@ def test_values_a_real_bank_returns_come_back_equal(make_bank):
     bank = make_bank()
     bank.add("The user likes green tea", memory_type="preference", tags=["tea"], session_id="s1")
     bank.add("用户住在杭州", importance=9)
-    returned = [bank.list_memories(), bank.search("green tea", 3, session_id="s1"),
+    returned = [bank.list_memories(), bank.page_memories(sort="content", limit=1, offset=1),
+                bank.search("green tea", 3, session_id="s1"),
                 bank.build_context("tea?", session_id="s1", short_term=[Turn("user", "hi")]), bank.stats(),
                 bank.stats(user_id="default"), bank.doctor(), list(bank.export()),
                 bank.import_jsonl(['{"content": "x"}', "not json"]),

@@ -32,6 +32,7 @@ def test_add_search_with_score_parts_list_get_update(api):
     hits = api.post("/search", json={"query": "tea or coffee", "k": 5}).json()
     assert [hit["id"] for hit in hits] == [memory["id"]]  # the session note stays in its session
     assert {"score", "similarity", "dense", "keyword", "recency", "importance"} <= set(hits[0])
+    assert hits[0]["matched_terms"] == ["tea", "coffee"]  # why it was found
     assert len(api.post("/search", json={"query": "tea", "session_id": "s1"}).json()) == 2
     assert [r["id"] for r in api.get("/memories", params={"type": "preference"}).json()] == [memory["id"]]
     assert api.get(f"/memories/{memory['id']}").json()["tags"] == ["drinks"]

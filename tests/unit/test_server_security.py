@@ -78,7 +78,8 @@ def _state_changes(bank):
             ("post", "/memories", {"content": "planted by a page"}), ("delete", f"/memories/{new.id}", None),
             ("patch", f"/memories/{new.id}", {"importance": 0.1}),
             ("post", f"/memories/{new.id}/supersede", {"new_id": old.id}),
-            ("post", f"/memories/{old.id}/unarchive", None)]
+            ("post", f"/memories/{old.id}/unarchive", None),
+            ("post", "/bulk", {"action": "forget", "ids": [new.id, old.id]})]
 
 
 def test_state_changing_requests_need_the_cross_site_header_body_or_not(bank):
@@ -124,12 +125,12 @@ def test_a_user_key_reaches_its_own_user_only(bank, keys):
     assert [r["user_id"] for r in api.get("/memories").json()] == ["alice"]
     assert api.get("/memories", params={"user": "alice"}).status_code == 200
     for method, path in [("get", "/memories"), ("post", "/search"), ("get", "/export"), ("get", "/stats"),
-                         ("post", "/prune"), ("get", f"/memories/{made.json()['id']}"), ("get", "/review")]:
-        response = api.request(method.upper(), path, params={"user": "bob"},
-                               json={"query": "snakes"} if path == "/search" else None)
+                         ("post", "/prune"), ("get", f"/memories/{made.json()['id']}"), ("get", "/review"),
+                         ("post", "/bulk")]:
+        body = {"/search": {"query": "snakes"}, "/bulk": {"action": "forget", "ids": ["x"]}}.get(path)
+        response = api.request(method.upper(), path, params={"user": "bob"}, json=body)
         assert response.status_code == 403 and response.json()["field"] == "user", path
-        doubled = api.request(method.upper(), f"{path}?user=alice&user=bob",
-                              json={"query": "snakes"} if path == "/search" else None)
+        doubled = api.request(method.upper(), f"{path}?user=alice&user=bob", json=body)
         assert doubled.status_code == 403, path
     for method, path in [("get", "/export"), ("get", "/stats"), ("post", "/prune")]:
         assert api.request(method.upper(), path).status_code == 403  # every user: the admin's alone

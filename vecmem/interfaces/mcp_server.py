@@ -29,7 +29,7 @@ from pydantic import Field
 
 from vecmem.api import MemoryApi
 from vecmem.errors import InvalidInputError, VecmemError
-from vecmem.interfaces.server_schemas import context_out
+from vecmem.interfaces.server_responses import context_out
 from vecmem.maintenance.learning import chat_messages
 
 __all__ = ["create_server", "warm_start"]

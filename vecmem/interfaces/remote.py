@@ -29,6 +29,7 @@ from vecmem.interfaces.wire import OwnerInfo, decode, encode, error_from
 from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult
+from vecmem.maintenance.listing import DEFAULT_SORT, MemoryPage
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.retrieval.embedders import canonical_model_name
@@ -170,12 +171,12 @@ class RemoteBank:
 
     def update(self, memory_id: str, *, user_id: str | None = None, content: str | None = None,
                memory_type: str | None = None, importance: float | None = None, tags: Sequence[str] | None = None,
-               confidence: float | None = None, context: str | None = None,
+               confidence: float | None = None, context: str | None = None, scope: str | None = None,
                keep_history: bool = True, expected_version: int | None = None) -> MemoryRecord:
         return _as(MemoryRecord, self._call(
             "update", memory_id=memory_id, user_id=user_id, content=content, memory_type=memory_type,
-            importance=importance, tags=tags, confidence=confidence, context=context, keep_history=keep_history,
-            expected_version=expected_version))
+            importance=importance, tags=tags, confidence=confidence, context=context, scope=scope,
+            keep_history=keep_history, expected_version=expected_version))
 
     def supersede(self, old_id: str, new_id: str, *, user_id: str | None = None) -> MemoryRecord:
         return _as(MemoryRecord, self._call("supersede", old_id=old_id, new_id=new_id, user_id=user_id))
@@ -201,6 +202,14 @@ class RemoteBank:
         return _list_of(MemoryRecord, self._call(
             "list_memories", user_id=user_id, session_id=session_id, types=types,
             include_superseded=include_superseded, limit=limit, statuses=statuses))
+
+    def page_memories(self, *, user_id: str | None = None, session_id: str | None = None,
+                      types: Iterable[str] | None = None, include_superseded: bool = False,
+                      statuses: Iterable[str] = ("live",), sort: str = DEFAULT_SORT, offset: int = 0,
+                      limit: int | None = None) -> MemoryPage:
+        return _as(MemoryPage, self._call(
+            "page_memories", user_id=user_id, session_id=session_id, types=types,
+            include_superseded=include_superseded, statuses=statuses, sort=sort, offset=offset, limit=limit))
 
     def search(self, query: str, k: int = 5, *, user_id: str | None = None, session_id: str | None = None,
                types: Iterable[str] | None = None, record_access: bool = True) -> list[Hit]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from importlib import resources
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
@@ -38,29 +38,36 @@ from vecmem.errors import (
     is_user_error,
 )
 from vecmem.interfaces.keys import KeyStore, Principal
-from vecmem.interfaces.server_schemas import (
-    IDENTIFIER_SCHEMA,
-    Approval,
-    Changes,
+from vecmem.interfaces.server_responses import (
+    BulkOut,
     ContextOut,
-    ContextRequest,
     ErasedOut,
     HitOut,
     MemoryOut,
     MessagesOut,
+    PruneCandidateOut,
+    StatsOut,
+    context_out,
+)
+from vecmem.interfaces.server_schemas import (
+    IDENTIFIER_SCHEMA,
+    Approval,
+    BulkRequest,
+    Changes,
+    ContextRequest,
     NewMemory,
     NewMessages,
-    PruneCandidateOut,
     SearchRequest,
-    StatsOut,
     Supersession,
-    context_out,
+    described,
     errors,
 )
 from vecmem.interfaces.server_security import CSRF_HEADER, PRINCIPAL, Guard, check_binding, is_loopback, keyed
 from vecmem.maintenance.learning import chat_messages
+from vecmem.maintenance.listing import DEFAULT_SORT, SORTS
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.storage.sessions import SessionStore
+from vecmem.validation import validate_identifier
 
 __all__ = ["create_app", "is_loopback", "check_binding"]
 
@@ -84,7 +91,15 @@ _Statuses = Annotated[list[str] | None, Query(description="live (the default), a
                                               json_schema_extra={"items": {"enum": ["live", "archived", "pending"]}})]
 _MemoryId = Annotated[str, Path(description="The memory's id.", json_schema_extra=IDENTIFIER_SCHEMA)]
 _WithSuperseded = Annotated[bool, Query(description="Superseded memories too.")]
-_Limit = Annotated[int | None, Query(ge=1, description="At most this many, newest first.")]
+_Limit = Annotated[int | None, Query(ge=1, description="At most this many (a page).")]
+_Offset = Annotated[int, Query(ge=0, description="Skip this many first (where the page starts).")]
+_Sort = Annotated[str, Query(description="The order: a field, ascending, or with '-' first, descending (the "
+                                         "default, -created_at: newest first); ties by id, the same way.",
+                             json_schema_extra={"enum": list(SORTS)})]
+# the total travels in a header, so the body stays the list every client of this route already reads
+_TOTAL: dict[int | str, dict[str, Any]] = {200: {"description": "The page of memories.", "headers": {"X-Total-Count": {
+    "description": "How many memories the listing holds in all (every page), whatever offset and limit say.",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"}}}}}
 _DryRun = Annotated[bool, Query(description="Only say what would be archived, and why.")]
 _Owner = Annotated[str, Path(description="The user whose memories are deleted, named in full: this route never "
                                          "falls back to a default user. A per-user key may name only its own.",
@@ -114,29 +129,22 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
                               "configured every route needs `Authorization: Bearer <key>`.")
     key_store = keys or KeyStore.open(bank.settings)
     app.add_middleware(Guard, token=token, keys=key_store, allowed_hosts=allowed_hosts)
-    described: dict[bool, dict[str, Any]] = {}  # with the key required, and without (none configured yet)
+    schemas: dict[bool, dict[str, Any]] = {}  # with the key required, and without (none configured yet)
 
     def openapi() -> dict[str, Any]:
         required = keyed(token, key_store)
-        if required not in described:
-            described[required] = _described(app, key_required=required)
-        return described[required]
+        if required not in schemas:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            schemas[required] = described(schema, key_required=required, csrf_header=CSRF_HEADER)
+        return schemas[required]
 
     app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(VecmemError)
     def vecmem_error(_: Request, error: VecmemError) -> JSONResponse:
-        if isinstance(error, NotFoundError):
-            status = 404
-        elif isinstance(error, (StoreInUseError, ConflictError)):
-            status = 409
-        elif is_user_error(error):
-            status = 422
-        else:
-            status = 500
-        field = error.field if isinstance(error, (InvalidInputError, ConflictError)) else None
         version = error.current_version if isinstance(error, ConflictError) else None
-        return _error(status, str(error), field, extra={} if version is None else {"current_version": version})
+        return _error(_status_of(error), str(error), _field_of_error(error),
+                      extra={} if version is None else {"current_version": version})
 
     @app.exception_handler(RequestValidationError)
     def malformed(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -210,15 +218,18 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
         deleted = bank.forget_all(user_id, session_id=session_id)
         return {"user_id": user_id, "session_id": session_id, "deleted": deleted}
 
-    @app.get("/memories", response_model=list[MemoryOut], responses=_READ)
-    def list_memories(user: str | None = user, session: _Session = None,
-                      type: _Types = None, include_superseded: _WithSuperseded = False,
-                      limit: _Limit = None, status: _Statuses = None) -> list[dict[str, Any]]:
-        """The user's memories, newest first: live ones unless ``status`` says otherwise."""
-        records = bank.list_memories(user_id=user, session_id=session, types=type,
-                                     include_superseded=include_superseded, limit=limit,
-                                     statuses=status or ["live"])
-        return [record.to_dict() for record in records]
+    @app.get("/memories", response_model=list[MemoryOut], responses={**_READ, **_TOTAL})
+    def list_memories(response: Response, user: str | None = user, session: _Session = None,
+                      type: _Types = None, include_superseded: _WithSuperseded = False, limit: _Limit = None,
+                      status: _Statuses = None, offset: _Offset = 0, sort: _Sort = DEFAULT_SORT) -> list[dict[str, Any]]:
+        """The user's memories, live ones unless ``status`` says otherwise, a page at a time: ``sort``, ``offset``
+        and ``limit`` choose the page; the ``X-Total-Count`` header says how many there are in all. A header, so the
+        body stays the list it always was (a client that pages reads one header; one that does not, nothing new),
+        and one scan answers both, where a second route for the count would scan again."""
+        page = bank.page_memories(user_id=user, session_id=session, types=type, sort=sort, offset=offset,
+                                  limit=limit, include_superseded=include_superseded, statuses=status or ["live"])
+        response.headers["X-Total-Count"] = str(page.total)
+        return [record.to_dict() for record in page.memories]
 
     @app.get("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
     def get(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
@@ -227,12 +238,12 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
 
     @app.patch("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
     def update(memory_id: _MemoryId, changes: Changes, user: str | None = user) -> dict[str, Any]:
-        """Change fields of a memory; it keeps its id, and what it said before stays in its history. The fields
-        given are applied to the memory as stored now; with ``version``, only if it is still that version (409
-        with ``current_version`` otherwise)."""
+        """Change fields of a memory; it keeps its id, and what it said before stays in its history; ``scope``
+        moves it. The fields given are applied to the memory as stored now; with ``version``, only if it is still
+        that version (409 with ``current_version`` otherwise)."""
         return bank.update(memory_id, user_id=user, content=changes.content, memory_type=changes.type,
                            importance=changes.importance, tags=changes.tags, confidence=changes.confidence,
-                           context=changes.context, expected_version=changes.version).to_dict()
+                           context=changes.context, scope=changes.scope, expected_version=changes.version).to_dict()
 
     @app.delete("/memories/{memory_id}", response_model=MemoryOut, responses=_ONE)
     def forget(memory_id: _MemoryId, user: str | None = user) -> dict[str, Any]:
@@ -277,6 +288,28 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
         """Bring an archived memory back into retrieval."""
         return bank.unarchive(memory_id, user_id=user).to_dict()
 
+    @app.post("/bulk", response_model=BulkOut, responses=_WRITE)
+    def bulk(request: BulkRequest, user: str | None = user) -> dict[str, Any]:
+        """One action (forget, approve, reject, unarchive) on many memories, each on its own, as its own route
+        would do it: the answer is 200 with each memory's outcome (its status, error and field, or the memory),
+        so one that fails hides none of the others. A malformed id or user refuses the whole request (422)
+        before anything is done."""
+        act = {"forget": bank.forget, "approve": bank.approve, "reject": bank.reject,
+               "unarchive": bank.unarchive}[request.action]
+        ids = [validate_identifier("ids", memory_id) for memory_id in request.ids]
+        if user is not None:
+            validate_identifier("user_id", user)
+        results = []
+        for memory_id in ids:
+            try:
+                results.append({"id": memory_id, "status": 200, "error": None, "field": None,
+                                "memory": act(memory_id, user_id=user).to_dict()})
+            except VecmemError as error:
+                results.append({"id": memory_id, "status": _status_of(error), "error": str(error),
+                                "field": _field_of_error(error), "memory": None})
+        done = sum(result["status"] == 200 for result in results)
+        return {"action": request.action, "done": done, "failed": len(results) - done, "results": results}
+
     @app.post("/prune", response_model=list[PruneCandidateOut], responses=_WRITE)
     def prune(user: str | None = user, dry_run: _DryRun = False) -> list[dict[str, Any]]:
         """Apply the forgetting policy to the user (every user without ``user``: the admin key's alone)."""
@@ -317,29 +350,17 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
     return app
 
 
-def _described(app: FastAPI, *, key_required: bool) -> dict[str, Any]:
-    """The OpenAPI description, with what the guard requires declared on every route: the bearer key (optional
-    while no key is configured, so a client sees which it is) and, on state-changing methods, the cross-site
-    header; every error response in the one JSON error shape, /export's included."""
-    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    schema.setdefault("components", {})["securitySchemes"] = {
-        "bearer": {"type": "http", "scheme": "bearer",
-                   "description": "An API key: the admin key or a per-user key (`vecmem keys create`)."}}
-    csrf = {"name": CSRF_HEADER, "in": "header", "required": True,
-            "description": "Must be 1: proves the request is not a simple cross-site one.",
-            "schema": {"type": "string", "enum": ["1"]}}
-    for operations in schema.get("paths", {}).values():
-        for method, operation in operations.items():
-            operation["security"] = [{"bearer": []}] if key_required else [{"bearer": []}, {}]
-            for status, response in operation.get("responses", {}).items():
-                if not status.startswith("2"):
-                    response["content"] = {"application/json": {"schema": _ERROR_SCHEMA}}
-            if method in ("post", "patch", "delete", "put"):
-                operation.setdefault("parameters", []).append(csrf)
-    return schema
+def _status_of(error: VecmemError) -> int:
+    """The HTTP status of a refusal or failure (the module docstring says which is which)."""
+    if isinstance(error, NotFoundError):
+        return 404
+    if isinstance(error, (StoreInUseError, ConflictError)):
+        return 409
+    return 422 if is_user_error(error) else 500
 
 
-_ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
+def _field_of_error(error: VecmemError) -> str | None:
+    return error.field if isinstance(error, (InvalidInputError, ConflictError)) else None
 
 
 def _field_of(problem: Any) -> str:

@@ -14,31 +14,26 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from vecmem.maintenance.learning import MAX_MESSAGE_CHARS, MAX_MESSAGES
-from vecmem.models import PromptPack
 from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS, MAX_IDENTIFIER_CHARS, MAX_TAG_CHARS, MAX_TAGS
 
 __all__ = [
     "IDENTIFIER_SCHEMA",
+    "MAX_BULK",
     "Approval",
+    "BulkAction",
+    "BulkRequest",
     "Changes",
     "ChatMessage",
-    "ContextOut",
     "ContextRequest",
     "ErrorBody",
-    "HitOut",
-    "HitRate",
-    "MemoryOut",
-    "MessagesOut",
+    "MemorySource",
+    "MemoryStatus",
+    "MemoryType",
     "NewMemory",
     "NewMessages",
-    "ErasedOut",
-    "PruneCandidateOut",
-    "ReplacedOut",
     "SearchRequest",
-    "SkippedOut",
-    "StatsOut",
     "Supersession",
-    "context_out",
+    "described",
     "errors",
 ]
 
@@ -129,11 +124,32 @@ class Changes(_Body):
     confidence: Annotated[float | None, WithJsonSchema({"anyOf": [_UNIT, {"type": "null"}]}),
                           Field(description="New confidence, in [0, 1].")] = None
     context: Context = None
+    scope: Annotated[str | None, *_identifier(
+        "Move it: 'global' (every session sees it) or the id of the one session that is to see it; null: where it "
+        "is. Its earlier versions move with it. Refused (409) when it would break a supersession link: the memory "
+        "that replaced it must still be seen wherever it is, and it wherever each memory it replaced is.",
+        nullable=True)] = None
     version: Annotated[int | None, BeforeValidator(_whole)] = Field(
         None, ge=1, description="The version this change was built on (the memory's `version` when it was read): if "
                                 "the memory changed since, the answer is 409 with `current_version` and nothing is "
                                 "written. Absent: the fields given are applied to the memory as it is now, so "
                                 "clients changing different fields at once both keep their change.")
+
+
+BulkAction = Literal["forget", "approve", "reject", "unarchive"]
+MAX_BULK = 500
+
+
+class BulkRequest(_Body):
+    """One action on many memories of the user, each done on its own: one that fails stops none of the others."""
+
+    action: BulkAction = Field(description="forget: delete for good, whatever its state; approve: let a pending "
+                                           "memory into retrieval; reject: delete a pending memory; unarchive: bring "
+                                           "an archived memory back into retrieval.")
+    ids: Annotated[list[str], WithJsonSchema({"type": "array", "minItems": 1, "maxItems": MAX_BULK,
+                                              "items": IDENTIFIER_SCHEMA}), Field(
+        min_length=1, max_length=MAX_BULK, description=f"The memories, in the order they are acted on (1 to "
+                                                       f"{MAX_BULK}); an id named twice is acted on twice.")]
 
 
 class SearchRequest(_Body):
@@ -166,11 +182,10 @@ class ChatMessage(_Body):
     role: Literal["user", "assistant", "system"] = Field(
         description="Who said it: user messages are learnt from; assistant and system ones are context only.")
     content: Annotated[str, *_text("What was said.", MAX_MESSAGE_CHARS)]
-    id: Annotated[str | int | None, BeforeValidator(_whole),  # 7.0 is the integer 7 in JSON Schema
-                  WithJsonSchema({"anyOf": [IDENTIFIER_SCHEMA, {"type": "integer", "minimum": 0},
-                                                        {"type": "null"}]}),
-                  Field(description="The message's id (an identifier or a non-negative integer): what a memory learnt "
-                                    "from it records as its provenance; null: its position in the list.")] = None
+    id: Annotated[str | int | None, BeforeValidator(_whole), WithJsonSchema({"anyOf": [
+        IDENTIFIER_SCHEMA, {"type": "integer", "minimum": 0}, {"type": "null"}]})] = Field(
+        None, description="The message's id (an identifier or a non-negative integer): what a memory learnt from it "
+                          "records as its provenance; null: its position in the list.")
 
 
 _Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(
@@ -210,142 +225,6 @@ class ContextRequest(_Body):
         "instructions."))
 
 
-class ProvenanceOut(BaseModel):
-    """Where an extracted memory came from."""
-
-    session_id: str | None = Field(description="The conversation: the chat's session, or the session_id the "
-                                               "messages were sent with; null without one.")
-    message_ids: list[str] = Field(description="The messages that said it: the chat's turn ids, or the ids the "
-                                               "messages were sent with (else their positions in the list).")
-
-
-class MemoryOut(BaseModel):
-    """One stored memory."""
-
-    id: str = Field(description="Its id.")
-    content: str = Field(description="The statement.")
-    type: MemoryType = Field(description="Its kind.")
-    tags: list[str] = Field(description="Its labels.")
-    importance: float = Field(description="How much it matters, in [0, 1].")
-    scope: str = Field(description="'global', or the id of the one session it belongs to.")
-    created_at: str = Field(description="When it was stored (ISO 8601, UTC).")
-    last_accessed: str | None = Field(description="When a search last returned it (ISO 8601, UTC); null: never.")
-    access_count: int = Field(description="How often searches returned it.")
-    source: MemorySource = Field(description="Where it came from.")
-    confidence: float = Field(description="How sure the source was, in [0, 1].")
-    superseded_by: str | None = Field(description="The memory that replaced it; null while it is current.")
-    user_id: str = Field(description="Whose memory it is.")
-    context: str = Field(description="Text it is also found by (keyword search only).")
-    status: MemoryStatus = Field(description="live, archived (by the forgetting policy) or pending (review).")
-    version: int = Field(description="1 when stored, one more with every change: send it back with an update "
-                                     "to refuse overwriting a change made since.")
-    provenance: ProvenanceOut | None = Field(description="Where an extracted memory came from (the conversation "
-                                                         "and its messages); null for one added directly.")
-
-
-class HitOut(BaseModel):
-    """One search result with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance."""
-
-    id: str = Field(description="The memory's id.")
-    content: str = Field(description="The statement.")
-    type: MemoryType = Field(description="Its kind.")
-    score: float = Field(description="The rank score.")
-    similarity: float = Field(description="Similarity to the query (dense and keyword fused in hybrid mode).")
-    recency: float = Field(description="How recently it was used, in [0, 1].")
-    importance: float = Field(description="Its importance, in [0, 1].")
-    dense: float | None = Field(description="Cosine similarity; null when the dense side did not run.")
-    keyword: float | None = Field(description="BM25 share of the best keyword match; null when it did not run.")
-    relevance: float | None = Field(description="How much it has to do with the query, in [0, 1], on one scale "
-                                                "whatever the mode and language: what a prompt's relevance floor "
-                                                "compares; null for an empty query.")
-    scope: str = Field(description="'global' or its session.")
-    tags: list[str] = Field(description="Its labels.")
-
-
-class ReplacedOut(BaseModel):
-    """A supersession: the older memory is kept for history and no longer retrieved."""
-
-    old_id: str = Field(description="The memory replaced.")
-    new_id: str = Field(description="The memory that replaced it.")
-
-
-class SkippedOut(BaseModel):
-    """A user message nothing was stored for, and why."""
-
-    index: int = Field(description="Its position in the messages sent (0 the first).")
-    content: str = Field(description="What it said.")
-    stage: str = Field(description="Who decided: rules, lexicon or model (the write gate), or extraction.")
-    reason: str = Field(description="Why it was not kept.")
-
-
-class MessagesOut(BaseModel):
-    """What learning from a conversation did."""
-
-    written: list[MemoryOut] = Field(description="The memories stored, as they are now (pending ones wait for "
-                                                 "review; one replaced by a later message shows superseded_by).")
-    replaced: list[ReplacedOut] = Field(description="Each memory a newer statement replaced.")
-    skipped: list[SkippedOut] = Field(description="The user messages nothing was stored for, and why.")
-    unchanged: list[str] = Field(description="Ids of stored memories that already said what a message said.")
-
-
-class ContextOut(BaseModel):
-    """The prompt, ready for a chat-completions call, and what each section costs."""
-
-    messages: list[dict[str, str]] = Field(description="The messages to send: system prompt, long-term memories "
-                                                       "(as data, with their dates), recent turns, the query.")
-    tokens: dict[str, int] = Field(description="Tokens per section: system, long_term, short_term, current.")
-    limits: dict[str, int] = Field(description="Each section's share of the window, in tokens.")
-    long_term: str = Field(description="The long-term section's text ('' when no memory made it in).")
-    memories: list[HitOut] = Field(description="The memories injected, best first, with their score parts.")
-    dropped_ids: list[str] = Field(description="Memories retrieved but left out to fit the budget.")
-    truncated_ids: list[str] = Field(description="Memories cut short (with a visible marker) to fit.")
-    below_floor_ids: list[str] = Field(description="Memories retrieved but left out for a relevance under the floor "
-                                                   "(VECMEM_RELEVANCE_FLOOR).")
-
-
-class ErasedOut(BaseModel):
-    """What forgetting every memory of a user (or of one of its sessions) deleted."""
-
-    user_id: str = Field(description="Whose memories were deleted.")
-    session_id: str | None = Field(description="The session whose memories were deleted; null: every memory.")
-    deleted: int = Field(description="How many memories were deleted (revisions and superseded ones included).")
-
-
-class PruneCandidateOut(BaseModel):
-    """A memory the forgetting policy archives (or, in a dry run, would), and why."""
-
-    id: str = Field(description="The memory's id.")
-    content: str = Field(description="The statement.")
-    type: MemoryType = Field(description="Its kind.")
-    scope: str = Field(description="'global' or its session.")
-    retention: float = Field(description="Its retention value (weight times freshness).")
-    reason: str = Field(description="Why it was selected.")
-
-
-class HitRate(BaseModel):
-    injected: int = Field(description="Memories the chat put into prompts.")
-    used: int = Field(description="Of those, the ones the answers used.")
-    rate: float | None = Field(description="used / injected; null before the chat recorded any.")
-
-
-class StatsOut(BaseModel):
-    """Counts for one user, or for the whole store when ``user_id`` is null."""
-
-    user_id: str | None = Field(description="The user counted; null: every user.")
-    count: int = Field(description="Every memory.")
-    live: int = Field(description="Retrievable: live and not superseded.")
-    superseded: int = Field(description="Replaced by a newer memory.")
-    by_type: dict[str, int] = Field(description="Count per kind.")
-    by_scope: dict[str, int] = Field(description="Count per scope ('global' or a session id).")
-    users: list[str] = Field(description="The users counted.")
-    embed_model: str = Field(description="The embedding model of the store.")
-    embed_dim: int = Field(description="Its vector size.")
-    location: str = Field(description="Where the memories live.")
-    archived: int = Field(description="Archived by the forgetting policy.")
-    pending: int = Field(description="Waiting in the review queue.")
-    hits: HitRate = Field(description="The user's chat hit rate.")
-
-
 class ErrorBody(BaseModel):
     """Every failure has this shape."""
 
@@ -362,8 +241,8 @@ _WHY = {
          "naming another user or calling a route over every user, or (with no key configured) a non-local client.",
     404: "No memory with that id for that user.",
     409: "What is stored refuses the request: a memory not in the state the route needs, an id used for other "
-         "text, a supersession that would loop, an update built on an older version (current_version), or "
-         "another process holding the embedded store.",
+         "text, a supersession that would loop, a move of scope a supersession forbids, an update built on an older "
+         "version (current_version), or another process holding the embedded store.",
     421: "The Host header is not a name this server answers for (loopback names or --allow-host).",
     422: "A value the API refuses; field names it.",
     500: "The store or the embedding model failed.",
@@ -375,9 +254,22 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": _WHY[status]} for status in statuses}
 
 
-def context_out(pack: PromptPack) -> dict[str, Any]:
-    """A prompt pack as ``ContextOut`` (and the MCP ``build_context`` tool) return it."""
-    return {"messages": [dict(message) for message in pack.messages], "tokens": dict(pack.tokens),
-            "limits": dict(pack.limits), "long_term": pack.long_term,
-            "memories": [hit.to_dict() for hit in pack.memories], "dropped_ids": list(pack.dropped_ids),
-            "truncated_ids": list(pack.truncated_ids), "below_floor_ids": list(pack.below_floor_ids)}
+def described(schema: dict[str, Any], *, key_required: bool, csrf_header: str) -> dict[str, Any]:
+    """``schema`` (FastAPI's OpenAPI description) with what the guard requires declared on every route: the bearer
+    key (optional while no key is configured, so a client sees which it is) and, on state-changing methods, the
+    cross-site header ``csrf_header``; every error response in the one JSON error shape, /export's included."""
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer",
+                   "description": "An API key: the admin key or a per-user key (`vecmem keys create`)."}}
+    csrf = {"name": csrf_header, "in": "header", "required": True,
+            "description": "Must be 1: proves the request is not a simple cross-site one.",
+            "schema": {"type": "string", "enum": ["1"]}}
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            operation["security"] = [{"bearer": []}] if key_required else [{"bearer": []}, {}]
+            for status, response in operation.get("responses", {}).items():
+                if not status.startswith("2"):
+                    response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+            if method in ("post", "patch", "delete", "put"):
+                operation.setdefault("parameters", []).append(csrf)
+    return schema

@@ -30,7 +30,7 @@ from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 from vecmem.storage.base import MemoryStore
 from vecmem.validation import MAX_IDENTIFIER_CHARS
 
-__all__ = ["Read", "cycles", "history", "reader", "replaced_first", "restoration", "revision", "revision_id",
+__all__ = ["Read", "cycles", "history", "moving", "reader", "replaced_first", "restoration", "revision", "revision_id",
            "revision_number", "seen_wherever", "successors", "superseding", "unlinking"]
 
 Read = Callable[[str], MemoryRecord | None]
@@ -111,6 +111,25 @@ def superseding(old: MemoryRecord, newer: MemoryRecord, read: Read) -> MemoryRec
     if old.id in successors(newer, read):
         raise ConflictError("superseded_by", f"{newer.id} is already replaced by {old.id}; that would be a cycle")
     return old.with_changes(superseded_by=newer.id)
+
+
+def moving(record: MemoryRecord, scope: str, replaced: Sequence[MemoryRecord], read: Read) -> list[MemoryRecord]:
+    """What moving ``record`` to ``scope`` ("global" or a session) changes: the memory and its revisions, which
+    live in the scope of their memory (erase.py), all in ``scope``; ``replaced``: the memories whose superseded_by
+    is ``record``. Refused (ConflictError on ``scope``) when a supersession link would break the rule above: the
+    memory that replaced ``record`` must still be seen wherever it is, and it must still be seen wherever each
+    memory it replaced is. Undo the supersession first (restore), or move the other memory too."""
+    moved = record.with_changes(scope=scope)
+    successor = read(record.superseded_by) if record.superseded_by else None
+    if successor is not None and not seen_wherever(moved, successor):
+        raise ConflictError("scope", f"{record.id} cannot move to {_where(moved)}: {successor.id} ({_where(successor)}), "
+                            "which replaced it, would not be seen wherever it is")
+    revisions = [old for old in replaced if old.superseded_by == record.id and revision_number(old) is not None]
+    for old in replaced:
+        if old.superseded_by == record.id and revision_number(old) is None and not seen_wherever(old, moved):
+            raise ConflictError("scope", f"{record.id} cannot move to {_where(moved)}: it replaced {old.id} "
+                                f"({_where(old)}), which must be replaced by a memory seen wherever it is")
+    return [moved, *(old.with_changes(scope=scope) for old in revisions if old.scope != scope)]
 
 
 def restoration(record: MemoryRecord, read: Read) -> list[MemoryRecord]:

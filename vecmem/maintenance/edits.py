@@ -7,7 +7,8 @@ programs hold on to it. So an edit rewrites the memory in place, and what it sai
 before the memory changes, so a crash between leaves a harmless duplicate in the history rather than a lost
 version. ``history`` then shows every earlier version, each with when the edit replaced it; ``restore`` of a
 revision makes the memory say that again (itself an edit, so undoable); ``forget`` deletes the memory's
-revisions with it, since forgetting is for good.
+revisions with it, since forgetting is for good. Revisions live in the scope of their memory: moving a memory
+to another scope (an edit of ``scope``) moves them with it.
 
 Callers hold the bank's write lock; every write goes through ``WritePath``.
 """
@@ -24,7 +25,8 @@ from vecmem.models import MemoryRecord
 
 __all__ = ["EDITABLE", "at_version", "edit", "forget", "restore", "revert"]
 
-EDITABLE = ("content", "type", "importance", "tags", "confidence", "context")  # what update() may change
+# what a memory says: what a revision keeps and reverting to it brings back; update() may change its scope too
+EDITABLE = ("content", "type", "importance", "tags", "confidence", "context")
 
 
 def at_version(record: MemoryRecord, expected_version: int | None) -> MemoryRecord:
@@ -39,13 +41,24 @@ def at_version(record: MemoryRecord, expected_version: int | None) -> MemoryReco
 
 def edit(writes: WritePath, record: MemoryRecord, changes: Mapping[str, object], edited_at: datetime, *,
          keep_history: bool = True) -> MemoryRecord:
-    """``record`` with ``changes`` applied and stored, keeping its id. When anything changed (and
-    ``keep_history``), what it said before is stored first as its next revision. Returns the changed memory."""
+    """``record`` with ``changes`` applied and stored, keeping its id. When what it says changed (and
+    ``keep_history``), what it said before is stored first as its next revision. A new ``scope`` moves it with its
+    revisions (chains.moving, refused when a supersession link would break the scope rule); where a memory is
+    seen is not what it says, so a move alone keeps no revision. The memory is written last: a crash half-way
+    leaves it as it was, and the same edit again finishes. Returns the changed memory."""
     updated = record.with_changes(**changes)  # validated before anything is written
     if updated == record:
         return record
-    if keep_history:
-        writes.write([chains.revision(record, _next_revision(writes, record), edited_at)], new=True)
+    moved: list[MemoryRecord] = []
+    if updated.scope != record.scope:
+        moved = chains.moving(record, updated.scope, writes.store.replaced_by(record.user_id, record.id),
+                              chains.reader(writes.store, record.user_id))[1:]
+    said = {name: value for name, value in changes.items() if name != "scope"}
+    if keep_history and record.with_changes(**said) != record:
+        earlier = chains.revision(record, _next_revision(writes, record), edited_at)
+        writes.write([earlier.with_changes(scope=updated.scope)], new=True)
+    if moved:
+        writes.rewrite_fields(record.user_id, moved)
     return writes.update(record, changes)
 
 

@@ -7,11 +7,13 @@ in-memory copies (every delete goes through the store, the access table and ``Re
 parsed records, so a row too damaged to read is deleted too, and so are access statistics left from memories
 already gone: nothing of the user is kept.
 
-Per session, only memories whose scope is that session go. A memory outside it is never left pointing at a
-deleted one: one replaced by a memory of the session (which the scope rule forbids for global memories, but an
-old store may hold) is handed to the first successor that survives and may replace it, or is live again; the
-links are rewritten before anything is deleted, so a crash half-way leaves a store whose links hold, and
-erasing again finishes.
+Per session, only memories whose scope is that session go, with their revisions wherever those are: a move of
+scope (edits.py) takes them along, but a crash half-way through one can leave them in the other scope, and a
+revision is never made live, as a memory outside the session would be. A memory outside it is never left
+pointing at a deleted one: one replaced by a memory of the session (which the scope rule forbids for global
+memories, but an old store may hold) is handed to the first successor that survives and may replace it, or is
+live again; the links are rewritten before anything is deleted, so a crash half-way leaves a store whose links
+hold, and erasing again finishes.
 
 Callers hold the bank's write lock.
 """
@@ -39,7 +41,9 @@ def erase(writes: WritePath, user: str, session: str | None = None) -> int:
                                     if memory_id not in stored])
     else:
         every = {record.id: record for record in store.scan(user, _EVERYTHING)}
-        ids = [memory_id for memory_id, record in every.items() if record.scope == session]
+        doomed = {memory_id for memory_id, record in every.items() if record.scope == session}
+        ids = [memory_id for memory_id, record in every.items() if memory_id in doomed
+               or (chains.revision_number(record) is not None and record.superseded_by in doomed)]
         writes.rewrite_fields(user, _relinked(every, set(ids)))
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start : start + CHUNK]

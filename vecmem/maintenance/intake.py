@@ -16,10 +16,10 @@ agent, where ``MemoryBank.add`` applies them to every path alike:
 
 **Ids.** A memory given no id gets one derived from its user, scope and normalised content, so adding the same
 statement twice stores it once. Ids never change after creation, though, and an edit keeps its id while its
-content changes (``edits.py``), so the derived id may be held by a memory that now says something else. The id
-is then the first of a few deterministic alternates (``<id>-2``, ``<id>-3``, ...) that is free or already holds
-this statement: re-adding an edited memory's old text is an ordinary add, and adding it again a dedupe, never an
-"id already used" error.
+content or scope changes (``edits.py``), so the derived id may be held by a memory that now says something else,
+or says it in another scope. The id is then the first of a few deterministic alternates (``<id>-2``, ``<id>-3``,
+...) that is free or already holds this statement in this scope: re-adding an edited memory's old text is an
+ordinary add, and adding it again a dedupe, never an "id already used" error.
 """
 
 from __future__ import annotations
@@ -91,17 +91,22 @@ def screened(record: MemoryRecord, settings: Settings) -> MemoryRecord:
 def unused_id(store: MemoryStore, record: MemoryRecord) -> tuple[str, MemoryRecord | None]:
     """The id a new memory given none gets, and the memory stored under it (None when it is free), so the caller
     need not read it again: its content-derived id, unless that is held by a memory that says something else now
-    (edited since); then the first alternate that holds this statement already (so adding it again is a dedupe)
-    or is free. Deterministic, so two processes adding the same statement pick the same id."""
+    (edited since) or is in another scope (moved since); then the first alternate that holds this statement in this
+    scope already (so adding it again is a dedupe) or is free. Deterministic, so two processes adding the same
+    statement pick the same id."""
     base = content_id(record.user_id, record.scope, record.content)
-    wanted = normalize_for_hash(record.content)
+    wanted = (record.scope, normalize_for_hash(record.content))
+
+    def says_it(held: MemoryRecord) -> bool:  # this statement, where it was asked for (a memory may move: edits.py)
+        return (held.scope, normalize_for_hash(held.content)) == wanted
+
     held = store.get(record.user_id, [base]).get(base)
-    if held is None or normalize_for_hash(held.content) == wanted:  # the common case: one read
+    if held is None or says_it(held):  # the common case: one read
         return base, held
     alternates = [f"{base}-{n}" for n in range(2, 2 + ALTERNATE_IDS)]
     stored = store.get(record.user_id, alternates)
     for memory_id in alternates:
-        if memory_id in stored and normalize_for_hash(stored[memory_id].content) == wanted:
+        if memory_id in stored and says_it(stored[memory_id]):
             return memory_id, stored[memory_id]
     for memory_id in alternates:
         if memory_id not in stored:

@@ -10,13 +10,16 @@ twice (or on the wrong id) says so instead of quietly changing something else.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from vecmem.errors import ConflictError
+from vecmem.maintenance import edits
 from vecmem.maintenance.writes import WritePath
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 
-__all__ = ["move", "moved", "pending", "reject", "require_status"]
+__all__ = ["approve", "move", "moved", "pending", "reject", "require_status"]
 
 
 def require_status(record: MemoryRecord, status: str) -> MemoryRecord:
@@ -35,6 +38,15 @@ def move(writes: WritePath, record: MemoryRecord, *, frm: str, to: str) -> Memor
     """Move ``record`` from status ``frm`` to ``to`` and store it through ``writes``; returns it moved."""
     changed = moved(record, frm=frm, to=to)
     return writes.rewrite_fields(changed.user_id, [changed])[0]
+
+
+def approve(writes: WritePath, record: MemoryRecord, content: str | None, edited_at: datetime) -> MemoryRecord:
+    """Let a pending memory into retrieval; ``content`` corrects it first, by an edit like update's, while it is
+    still pending (so a refused correction leaves it in the queue). Returns it live."""
+    require_status(record, "pending")
+    if content is not None:
+        record = edits.edit(writes, record, {"content": content}, edited_at)
+    return move(writes, record, frm="pending", to="live")
 
 
 def reject(writes: WritePath, record: MemoryRecord) -> MemoryRecord:

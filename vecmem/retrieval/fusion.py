@@ -7,9 +7,9 @@ import numpy as np
 
 from vecmem.retrieval.keyword import KeywordResult
 from vecmem.retrieval.relevance import dense_relevance
-from vecmem.retrieval.tokenize import recency_weights, tokenize
+from vecmem.retrieval.tokenize import recency_weights, terms
 
-__all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "cosine", "query_parts"]
+__all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "cosine", "query_parts", "query_terms"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 
@@ -55,10 +55,14 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b) / norms if norms > 0 else 0.0
 
 
-def query_parts(query: str, utterances: list[str] | None) -> list[tuple[list[str], float]]:
-    """The keyword side's (tokens, weight) parts: the query whole, or each utterance of a dialogue, the latest
-    weighing most."""
-    if utterances is None:
-        return [(tokenize(query), 1.0)]
-    weights = recency_weights(len(utterances), DIALOGUE_KEYWORD_DECAY)
-    return [(tokenize(text), float(weight)) for text, weight in zip(utterances, weights, strict=True)]
+def query_terms(query: str, utterances: list[str] | None) -> list[list[tuple[str, str]]]:
+    """The query's terms (tokenize.terms), tokenized once for ranking and for each hit's matched terms: the query
+    whole, or each utterance of a dialogue."""
+    return [terms(text) for text in ([query] if utterances is None else utterances)]
+
+
+def query_parts(worded: list[list[tuple[str, str]]]) -> list[tuple[list[str], float]]:
+    """The keyword side's (tokens, weight) parts of ``query_terms``: one of weight 1 for a plain query, one per
+    utterance of a dialogue, the latest weighing most."""
+    weights = recency_weights(len(worded), DIALOGUE_KEYWORD_DECAY)
+    return [([token for _, token in part], float(weight)) for part, weight in zip(worded, weights, strict=True)]

@@ -161,6 +161,11 @@ class IndexSnapshot:
         scale = keyword_scale(terms, self.main_size, self.k1)
         return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale)
 
+    def tokens_of(self, memory_id: str) -> tuple[str, ...] | None:
+        """The keyword tokens this snapshot holds for a memory, or None when it holds none for it."""
+        slot = self.slots.get(memory_id)
+        return None if slot is None or slot >= self.count else tuple(self._tokens[slot])
+
     def delta_scores(self, tokens: Sequence[str], slots: range) -> np.ndarray:
         """Lucene BM25 of the delta memories, with the main model's document frequencies and average length."""
         n = max(1, self.main_size)

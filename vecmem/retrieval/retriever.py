@@ -29,12 +29,12 @@ from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedders import Embedder
-from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, cosine, query_parts
+from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, cosine, query_parts, query_terms
 from vecmem.retrieval.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.rank import freshness, rank_by_importance, rerank, score
 from vecmem.retrieval.relevance import Cohort
 from vecmem.retrieval.replica import Replicas, _Copy
-from vecmem.retrieval.tokenize import recency_weights, split_dialogue
+from vecmem.retrieval.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 
@@ -126,6 +126,7 @@ class Retriever:
         mode = settings.search_mode
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
         utterances = split_dialogue(query)
+        worded = query_terms(query, utterances)
         snapshot = self._replicas.snapshot(user)
         held = snapshot.vectors
         view = snapshot.index.view(memory_filter)
@@ -135,7 +136,7 @@ class Retriever:
         keyword: KeywordResult | None = None
         stored: dict[str, np.ndarray] | None = None
         if mode != "dense":
-            keyword = snapshot.index.search(query_parts(query, utterances), view, wanted)
+            keyword = snapshot.index.search(query_parts(worded), view, wanted)
             top = [memory_id for memory_id, _ in keyword.top]
             if held is not None and held.complete:
                 top = []  # every vector is held
@@ -176,7 +177,10 @@ class Retriever:
                 pairs.append((record, similarity))
                 parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
-        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2])
+        asked = [term for part in worded for term in part]
+        # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
+        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
+                        matched_terms=matched_terms(query, asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
                 for hit in hits]
 
     def _add_cosines(

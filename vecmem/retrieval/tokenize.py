@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from itertools import pairwise
 
 import numpy as np
 
 from vecmem.models import MemoryRecord
-from vecmem.text import char_bigrams, cjk_runs, without_cjk
+from vecmem.text import CJK_RUN, char_bigrams, cjk_runs, has_cjk
 
-__all__ = ["memory_tokens", "recency_weights", "split_dialogue", "tokenize", "warm_up"]
+__all__ = ["matched_terms", "memory_tokens", "recency_weights", "split_dialogue", "terms", "tokenize", "warm_up"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _ZH_STOPWORDS = frozenset(
@@ -82,20 +83,56 @@ def warm_up() -> None:
 
 def tokenize(text: str) -> list[str]:
     """Keyword tokens of any mix of Chinese and Latin text (see the module docstring)."""
+    return [token for _, token in terms(text)]
+
+
+def terms(text: str) -> list[tuple[str, str]]:
+    """``tokenize``'s tokens, in the same order, each with the text it was made from: a Latin word as written
+    (before stemming, in its own case: "Paintings" for "paint"), a Chinese word or bigram as itself. What a hit's
+    matched terms show a person: the words of the query, not their stems."""
     lowered = text.lower()
-    tokens: list[str] = []
-    words = [w[:-2] if w.endswith("'s") else w for w in _WORD.findall(without_cjk(lowered))]
-    words = [w for w in words if w and w not in EN_STOPWORDS]
+    latin = CJK_RUN.sub(lambda run: " " * len(run.group()), lowered)  # Chinese out, every word in its place
+    words = [(found.start(), word[:-2] if word.endswith("'s") else word) for found in _WORD.finditer(latin)
+             if (word := found.group())]
+    words = [(start, word) for start, word in words if word and word not in EN_STOPWORDS]
+    written = text if len(text) == len(lowered) else lowered  # lower() moves a few letters (İ is two characters)
     stemmer = _stemmer()
-    tokens.extend(stemmer.stemWords(words) if stemmer is not None else words)  # type: ignore[attr-defined]
+    plain = [word for _, word in words]
+    stems = stemmer.stemWords(plain) if stemmer is not None else plain  # type: ignore[attr-defined]
+    found = [(written[start : start + len(word)], stem) for (start, word), stem in zip(words, stems, strict=True)]
     runs = cjk_runs(lowered)
     if runs:
         jieba = _jieba()
         for run in runs:
-            words = jieba.lcut(run)  # type: ignore[attr-defined]
-            tokens.extend(w for w in words if w not in _ZH_STOPWORDS)
-            tokens.extend(b for b in _bigrams(words) if b not in _ZH_STOPWORDS)
-    return tokens
+            segmented = jieba.lcut(run)  # type: ignore[attr-defined]
+            found.extend((w, w) for w in segmented if w not in _ZH_STOPWORDS)
+            found.extend((b, b) for b in _bigrams(segmented) if b not in _ZH_STOPWORDS)
+    return found
+
+
+def matched_terms(query: str, asked: Iterable[tuple[str, str]], tokens: Iterable[str]) -> tuple[str, ...]:
+    """The terms of ``query`` (``asked``: its ``terms``) whose token a memory's ``tokens`` hold (its content, tags
+    and context), as the query wrote them, in its order, each once: why the keyword side found it. Of the Chinese
+    ones, only those that show a character of the query no longer one shows already: 西湖区 matched says its
+    bigrams 西湖 and 湖区 did, and 杭州 with 西湖区 say the bigram 州西 across them did."""
+    held = set(tokens)
+    found = list(dict.fromkeys(surface for surface, token in asked if token in held))
+    lowered, covered, shown = query.lower(), set[int](), set[str]()
+    for term in sorted((term for term in found if has_cjk(term)), key=len, reverse=True):
+        spots = {start + i for start in _starts(lowered, term) for i in range(len(term))}
+        if not spots <= covered:
+            shown.add(term)
+            covered |= spots
+    return tuple(term for term in found if term in shown or not has_cjk(term))
+
+
+def _starts(text: str, part: str) -> list[int]:
+    """Where ``part`` occurs in ``text``, overlapping occurrences included."""
+    found, start = [], text.find(part)
+    while start >= 0:
+        found.append(start)
+        start = text.find(part, start + 1)
+    return found
 
 
 def _bigrams(words: list[str]) -> list[str]:
