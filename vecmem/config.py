@@ -308,8 +308,8 @@ class Settings:
     search_mode: str = setting("VECMEM_SEARCH_MODE", "hybrid", _lowercase, _one_of(*SEARCH_MODES))
     # a memory whose relevance (retrieval/relevance.py) is under this never goes into a prompt (budget.py)
     relevance_floor: float = setting("VECMEM_RELEVANCE_FLOOR", 0.1, _number, _fraction)
-    # hybrid similarity = w·cosine + (1 - w)·keyword
-    dense_weight: float = setting("VECMEM_DENSE_WEIGHT", 0.6, _number, _fraction)
+    # hybrid similarity = w·dense + (1 - w)·keyword, each side normalised per query (retrieval/fusion.py)
+    dense_weight: float = setting("VECMEM_DENSE_WEIGHT", 0.5, _number, _fraction)
     # a store without a change feed (one of the caller's own): how often a copy is checked against the store's count
     index_check_seconds: float = setting("VECMEM_INDEX_CHECK_SECONDS", 5.0, _number, _non_negative)
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules

@@ -65,7 +65,8 @@ def test_a_session_memory_is_found_in_its_own_session_only(seeded_bank):
 def test_scores_equal_the_formula(seeded_bank):
     for query in DEMO_QUERIES:
         for hit in seeded_bank.search(query, 10, record_access=False):
-            assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
+            priors = 0.2 * hit.recency + 0.2 * hit.importance
+            assert hit.score == pytest.approx(0.6 * hit.similarity + (1 - hit.similarity) * priors)
 
 
 def test_long_term_section_fits_a_1000_token_window_by_tiktoken(seeded_bank):

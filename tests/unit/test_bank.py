@@ -89,7 +89,8 @@ class TestSearch:
         assert by_id[new.id].recency == pytest.approx(1.0)
         for hit in hits:
             assert hit.importance == bank.get(hit.id).importance
-            assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
+            priors = 0.2 * hit.recency + 0.2 * hit.importance
+            assert hit.score == pytest.approx(0.6 * hit.similarity + (1 - hit.similarity) * priors)
             assert 0.0 <= hit.similarity <= 1.0
 
     def test_configured_weights_and_decay_are_used(self, make_bank, settings, clock):

@@ -56,7 +56,8 @@ def test_add_get_search_list_forget(run):
     assert code == 0 and hits[0]["id"] == added["id"]
     assert set(hits[0]) >= {"id", "content", "type", "score", "similarity", "recency", "importance"}
     h = hits[0]
-    assert h["score"] == pytest.approx(0.6 * h["similarity"] + 0.2 * h["recency"] + 0.2 * h["importance"])
+    priors = 0.2 * h["recency"] + 0.2 * h["importance"]
+    assert h["score"] == pytest.approx(0.6 * h["similarity"] + (1 - h["similarity"]) * priors)
 
     code, out, _ = run("search", "green tea")
     assert code == 0 and "The user likes green tea" in out and "0.6·similarity" in out

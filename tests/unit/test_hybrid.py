@@ -21,10 +21,34 @@ def test_fused_similarity_by_hand(make_bank, similarity_only):
     best = max(hits.values(), key=lambda hit: hit.keyword)
     assert best.keyword == 1.0  # the best keyword match of the query
     for hit in hits.values():
-        assert 0 <= hit.keyword <= 1 and 0 <= hit.dense <= 1
-        assert hit.similarity == pytest.approx(0.6 * hit.dense + 0.4 * hit.keyword)
+        assert 0 <= hit.keyword <= 1 and 0 <= hit.dense <= 1 and 0 <= hit.similarity <= 1
         assert hit.score == pytest.approx(hit.similarity)
     assert hits[b.id].score > hits[a.id].score
+
+
+def test_fusion_arithmetic_by_hand():
+    """Each side from chance (the cohort's mean cosine; no keyword match) to the query's best, weighed by how
+    informative it is (fusion.py): the dense side by its best cosine's z over the cohort, the keyword side by
+    its best match's share of full evidence."""
+    import numpy as np
+
+    from vecmem.retrieval.fusion import Fusion
+    from vecmem.retrieval.relevance import CohortStats
+    from vecmem.retrieval.views import KeywordResult
+
+    cohort = CohortStats(mean=0.2, spread=0.1, bar=0.35)
+    keyword = KeywordResult([("a", 3.0), ("b", 1.5)], 3.0, {"a": 0, "b": 1, "c": 2}, np.array([3.0, 1.5, 0.0]), 6.0)
+    dense = {"a": 0.5, "b": 0.35, "c": 0.1}  # best z = (0.5 - 0.2) / 0.1 = 3: fully informative
+    fusion = Fusion(dense, keyword, 0.5, cohort)
+    keyword_share = 3.0 / 6.0  # the best match holds half of full keyword evidence
+    assert fusion.parts("a") == pytest.approx((0.5 * 1.0 + 0.5 * keyword_share * 1.0, 0.5, 1.0))
+    assert fusion.parts("b")[0] == pytest.approx(0.5 * (0.15 / 0.3) + 0.5 * keyword_share * 0.5)
+    assert fusion.parts("c")[0] == 0.0  # below chance on the dense side, no keyword match
+    flat = Fusion({"a": 0.3, "b": 0.28}, keyword, 0.5, cohort)  # best z = 1: the dense side adds nothing
+    assert flat.parts("a")[0] == pytest.approx(0.5 * keyword_share)
+    assert flat.parts("b")[0] == pytest.approx(0.5 * keyword_share * 0.5)
+    empty = KeywordResult([], 0.0, {"a": 0}, np.array([0.0]), 6.0)  # nothing matched: the keyword side adds nothing
+    assert Fusion(dense, empty, 0.5, cohort).parts("a")[0] == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])

@@ -32,7 +32,10 @@ def test_recency_by_hand():
 
 
 def test_score_by_hand():
-    assert score(0.5, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.5 + 0.2 * 0.8 + 0.2 * 0.9)
+    # the priors weigh in proportion to what the query leaves open: (1 - similarity)
+    assert score(0.5, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.5 + (1 - 0.5) * (0.2 * 0.8 + 0.2 * 0.9))
+    assert score(1.0, 0.0, 0.0, DEFAULT) == score(1.0, 1.0, 1.0, DEFAULT) == pytest.approx(0.6)
+    assert score(0.0, 0.8, 0.9, DEFAULT) == pytest.approx(0.2 * 0.8 + 0.2 * 0.9)
     assert score(0.5, 0.8, 0.9, RankWeights(1, 0, 0)) == pytest.approx(0.5)
 
 
@@ -40,13 +43,14 @@ def test_rerank_arithmetic_and_order():
     a = memory("a", days_old=10, importance=0.9)  # recency e^-0.1
     b = memory("b", days_old=0, importance=0.2)
     hits = rerank([(a, 0.40), (b, 0.50)], now=NOW, weights=DEFAULT, decay_per_day=0.01)
-    expected_a = 0.6 * 0.40 + 0.2 * math.exp(-0.1) + 0.2 * 0.9  # 0.61897...
-    expected_b = 0.6 * 0.50 + 0.2 * 1.0 + 0.2 * 0.2  # 0.54
+    expected_a = 0.6 * 0.40 + 0.6 * (0.2 * math.exp(-0.1) + 0.2 * 0.9)  # 0.4566...
+    expected_b = 0.6 * 0.50 + 0.5 * (0.2 * 1.0 + 0.2 * 0.2)  # 0.42
     assert [hit.id for hit in hits] == ["a", "b"]
     assert hits[0].score == pytest.approx(expected_a)
     assert hits[1].score == pytest.approx(expected_b)
     for hit in hits:
-        assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
+        priors = 0.2 * hit.recency + 0.2 * hit.importance
+        assert hit.score == pytest.approx(0.6 * hit.similarity + (1 - hit.similarity) * priors)
 
 
 def test_similarity_is_clamped_to_unit_interval():
@@ -79,5 +83,5 @@ def test_confidence_scales_importance_so_an_uncertain_extraction_ranks_below_a_s
     hits.update({hit.id: hit for hit in bank.search("oolong tea", 5, session_id="b", record_access=False)})
     assert hits["stated"].similarity == hits["guessed"].similarity
     assert hits["stated"].importance == pytest.approx(0.8) and hits["guessed"].importance == pytest.approx(0.4)
-    assert hits["stated"].score - hits["guessed"].score == pytest.approx(0.2 * 0.4)
+    assert hits["stated"].score - hits["guessed"].score == pytest.approx((1 - hits["stated"].similarity) * 0.2 * 0.4)
     assert bank.get(guessed.id).importance == 0.8 and bank.get(stated.id).confidence == 1.0  # records keep theirs

@@ -179,8 +179,8 @@ class ChatRepl:
         if not hits:
             self.say("no memories")
         for hit in hits:
-            self.say(f"{hit.id}  {hit.score:.3f} = 0.6·{hit.similarity:.3f} + 0.2·{hit.recency:.3f} + "
-                     f"0.2·{hit.importance:.2f}  [{hit.type}, {hit.record.scope}] {hit.content}")
+            self.say(f"{hit.id}  {hit.score:.3f} = 0.6·{hit.similarity:.3f} + {1 - hit.similarity:.3f}·(0.2·"
+                     f"{hit.recency:.3f} + 0.2·{hit.importance:.2f})  [{hit.type}, {hit.record.scope}] {hit.content}")
 
     def cmd_forget(self, memory_id: str) -> None:
         record = self.agent.bank.forget(memory_id, user_id=self.agent.user_id)

@@ -25,10 +25,11 @@ def print_hits(out: TextIO, hits: Sequence[Hit], settings: Settings) -> None:
     from rich.table import Table
 
     w = settings.weights
-    caption = f"score = {w.similarity:g}·similarity + {w.recency:g}·recency + {w.importance:g}·importance"
+    caption = (f"score = {w.similarity:g}·similarity + (1 - similarity)·({w.recency:g}·recency + "
+               f"{w.importance:g}·importance)")
     if settings.search_mode == "hybrid":
         dense = settings.dense_weight
-        caption += f"; similarity = {dense:g}·dense + {1 - dense:g}·keyword"
+        caption += f"; similarity = {dense:g}·dense + {1 - dense:g}·keyword, each side scaled per query"
     table = Table(caption=caption, show_lines=False)
     for column in ("#", "score", "similarity", "dense", "keyword", "recency", "importance", "type", "scope",
                    "content", "id"):

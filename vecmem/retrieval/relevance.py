@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,7 +47,7 @@ import numpy as np
 if TYPE_CHECKING:
     from vecmem.retrieval.embedders import Embedder
 
-__all__ = ["COHORT", "Cohort", "dense_relevance", "idf", "keyword_scale"]
+__all__ = ["COHORT", "Cohort", "CohortStats", "dense_relevance", "idf", "keyword_scale"]
 
 COHORT: Mapping[str, tuple[str, ...]] = {
     "en": (
@@ -81,6 +82,16 @@ COHORT: Mapping[str, tuple[str, ...]] = {
 BASELINE_RANK = 2  # the cohort cosine that sets the bar: the second best (module docstring)
 
 
+@dataclass(frozen=True)
+class CohortStats:
+    """What a query's cosines with the cohort say about chance for that query: their mean and spread (what a
+    cosine with an unrelated memory looks like, fusion.py) and the bar a relevant memory must clear."""
+
+    mean: float
+    spread: float  # standard deviation
+    bar: float  # the BASELINE_RANK-th best
+
+
 class Cohort:
     """The cohort of one embedder: embedded on first use (64 short texts, once per bank), then one matrix-vector
     product per query."""
@@ -92,8 +103,12 @@ class Cohort:
 
     def baseline(self, query_vector: np.ndarray) -> float:
         """The query's BASELINE_RANK-th best cosine with the cohort: the bar a memory's cosine must clear."""
+        return self.stats(query_vector).bar
+
+    def stats(self, query_vector: np.ndarray) -> CohortStats:
+        """The query's cosines with the cohort, summed up (one matrix-vector product)."""
         cosines = np.sort(self._load() @ np.asarray(query_vector, dtype=np.float32))[::-1]
-        return float(cosines[min(BASELINE_RANK, len(cosines)) - 1])
+        return CohortStats(float(cosines.mean()), float(cosines.std()), float(cosines[min(BASELINE_RANK, len(cosines)) - 1]))
 
     def _load(self) -> np.ndarray:
         with self._lock:

@@ -159,7 +159,7 @@ class Retriever:
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
         fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight,
-                        None if vector is None else self._cohort.baseline(vector))
+                        None if vector is None else self._cohort.stats(vector))
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used)
         pairs: list[tuple[MemoryRecord, float]] = []
