@@ -15,9 +15,16 @@ Protocols (see ../shared/data/README.md):
   evidence turns, all 1,986 questions, empty evidence counting 1. vecmem's turn context (``--context 2 1``:
   the two turns before and the one after, same session) is added as keyword-only ``context``; ``--context 0 0``
   indexes the bare protocol text. Each turn is dated by its session; "now" is the conversation's last session.
-* MADial-Bench: one user's memories as candidates, ``str({"scene", "emotion", "event"})`` as the memory text,
-  ``"".join(dialogue[:test_turn])`` as the query, recall@k = |top-k ∩ relevant| / |relevant|.
+* MADial-Bench: each dialogue's user's memories as its candidates (a memory's user: its ``user-id``, else the
+  same id's in the other language's file, see eval_data.py), ``str({"scene", "emotion", "event"})`` as the memory
+  text, ``"".join(dialogue[:test_turn])`` as the query, recall@k = |top-k ∩ relevant| / |relevant|. Its
+  categories are the number of relevant memories (1, 2, 3 relevant): what makes a dialogue harder, and the same
+  in both languages, where a scene is named in each language and a dialogue's memories may span scenes.
 * vecmem (native): a JSON file with memories and queries, including ``forbidden`` ids; leak@k must be 0.
+
+``--baselines`` adds plain BM25 and plain cosine over the same users' memories and the same queries, outside
+vecmem's pipeline (eval_baselines.py); with dense, keyword and hybrid the table ends with a fusion check: hybrid
+minus the better of dense and keyword at R@5 and R@10, which should never be below -1 point.
 
 ``--through-agent`` (LoCoMo, MADial-Bench) also feeds the conversations to the offline memory agent and scores
 recall of the evidence through the memories' provenance, beside the per-turn figures and with the tokens each
@@ -34,179 +41,38 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vecmem import Embedder, MemoryBank, MemoryRecord, RankWeights, Settings, TiktokenCounter, VecmemError
+from vecmem import Embedder, MemoryBank, RankWeights, Settings, TiktokenCounter, VecmemError
 from vecmem.config import SEARCH_MODES
+from vecmem.retrieval.embedders import embedder_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module below, however this file is run
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below, however this file is run
 import eval_agent
+import eval_baselines
+from eval_data import (
+    MADIAL_USER,
+    DataError,
+    Dataset,
+    Query,
+    load_locomo,
+    load_madial,
+    load_native,
+    locomo_time,
+    madial_files,
+    madial_memories,
+    madial_speakers,
+)
 
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-
-
-@dataclass
-class Query:
-    id: str
-    text: str
-    user_id: str
-    relevant: list[str]
-    forbidden: list[str] = field(default_factory=list)
-    session_id: str | None = None
-    types: list[str] | None = None
-    category: str = "all"
-
-
-@dataclass
-class Dataset:
-    name: str
-    records: list[MemoryRecord]
-    queries: list[Query]
-    now: dict[str, datetime]  # per user: the time the questions are asked
-
-
-class DataError(Exception):
-    """The data file is missing or not in the expected format."""
-
-
-# ---------------------------------------------------------------------------------------------- loaders
-
-
-def _locomo_time(text: str) -> datetime:
-    """LoCoMo session times look like '1:56 pm on 8 May, 2023'."""
-    try:
-        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-    except ValueError as exc:
-        raise DataError(f"unreadable LoCoMo session time {text!r}") from exc
-
-
-def load_locomo(path: Path, *, before: int, after: int) -> Dataset:
-    if path.is_dir():
-        path = path / "locomo10.json"
-    try:
-        conversations = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read LoCoMo data {path}: {exc}") from exc
-    records: list[MemoryRecord] = []
-    queries: list[Query] = []
-    now: dict[str, datetime] = {}
-    for conversation in conversations:
-        user = conversation["sample_id"]
-        body = conversation["conversation"]
-        sessions = sorted((k for k in body if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
-        for session in sessions:
-            when = _locomo_time(body[f"{session}_date_time"])
-            turns = body[session]
-            for index, turn in enumerate(turns):
-                text = f'{turn["speaker"]} said, "{turn["text"]}"'
-                if turn.get("blip_caption"):
-                    text += f' and shared {turn["blip_caption"]}'
-                around = [t["text"] for t in turns[max(0, index - before) : index]]
-                around += [t["text"] for t in turns[index + 1 : index + 1 + after]]
-                records.append(MemoryRecord(
-                    id=turn["dia_id"], content=text, user_id=user, created_at=when, context=" ".join(around),
-                    source="manual",
-                ))
-            now[user] = max(now.get(user, when), when)
-        turn_ids = {r.id for r in records if r.user_id == user}
-        for number, qa in enumerate(conversation["qa"]):
-            evidence: list[str] = []
-            for item in qa.get("evidence", []):
-                for part in re.split(r"[;, ]+", str(item)):
-                    match = re.fullmatch(r"D(\d+):0*(\d+)", part.strip())
-                    turn_id = f"D{match.group(1)}:{match.group(2)}" if match else None
-                    if turn_id in turn_ids and turn_id not in evidence:
-                        evidence.append(turn_id)
-            queries.append(Query(
-                id=f"{user}#{number}", text=qa["question"], user_id=user, relevant=evidence,
-                category=LOCOMO_CATEGORIES.get(qa.get("category"), str(qa.get("category"))),
-            ))
-    return Dataset("LoCoMo", records, queries, now)
-
-
-MADIAL_USER = "madial-user-1"
-
-
-def madial_files(path: Path, lang: str | None) -> tuple[Path, Path]:
-    """The memory and dialogue files of one language of MADial-Bench."""
-    if (path / "zh").is_dir() or (path / "en").is_dir():
-        if lang is None:
-            raise DataError(f"{path} holds several languages; choose one with --lang zh|en")
-        path = path / lang
-    memory_files = sorted(path.glob("*-memory.json"))
-    dialogue_files = sorted(path.glob("*-dialogue.json"))
-    if len(memory_files) != 1 or len(dialogue_files) != 1:
-        raise DataError(f"{path} should hold one *-memory.json and one *-dialogue.json")
-    return memory_files[0], dialogue_files[0]
-
-
-def load_madial(path: Path, lang: str | None) -> Dataset:
-    memory_file, dialogue_file = madial_files(path, lang)
-    path = memory_file.parent
-    user = MADIAL_USER
-    records = []
-    newest = datetime(1970, 1, 1, tzinfo=UTC)
-    for line in memory_file.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        for key, memory in json.loads(line).items():
-            when = datetime.fromisoformat(memory["time"]).replace(tzinfo=UTC)
-            newest = max(newest, when)
-            text = str({"scene": memory["scene"], "emotion": memory["emotion"], "event": memory["event"]})
-            records.append(MemoryRecord(id=str(key), content=text, user_id=user, created_at=when, source="manual"))
-    queries = []
-    for number, line in enumerate(dialogue_file.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        relevant = [str(i) for i in item["relevant-id"]]
-        queries.append(Query(
-            id=str(item.get("id", number)), text="".join(item["dialogue"][: item["test-turn"][0]]), user_id=user,
-            relevant=relevant, category=f"{len(relevant)} relevant",
-        ))
-    return Dataset(f"MADial-Bench {path.name}", records, queries, {user: newest + timedelta(days=1)})
-
-
-def load_native(path: Path) -> Dataset:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        now = datetime.fromisoformat(data["now"].replace("Z", "+00:00"))
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
-        default_user = data.get("user_id", "eval-user")
-        records = [
-            MemoryRecord.from_dict({**m, "user_id": m.get("user_id", default_user)}, source="manual")
-            for m in data["memories"]
-        ]
-        queries = [
-            Query(
-                id=str(q["id"]), text=q["query"], user_id=q.get("user_id", default_user),
-                relevant=[str(i) for i in q.get("relevant", [])], forbidden=[str(i) for i in q.get("forbidden", [])],
-                session_id=q.get("session_id"), types=q.get("types"), category=q.get("category", "all"),
-            )
-            for q in data["queries"]
-        ]
-    except (OSError, KeyError, TypeError, ValueError, VecmemError) as exc:
-        raise DataError(f"cannot read native test set {path}: {exc}") from exc
-    known = {(r.user_id, r.id) for r in records}
-    anywhere = {r.id for r in records}
-    for query in queries:
-        for memory_id in query.relevant:
-            if (query.user_id, memory_id) not in known:
-                raise DataError(f"{path}: query {query.id}: relevant memory {memory_id!r} is not one of its user's")
-        for memory_id in query.forbidden:  # may be another user's: that is how isolation is tested
-            if memory_id not in anywhere:
-                raise DataError(f"{path}: query {query.id}: forbidden memory {memory_id!r} is not in the set")
-    return Dataset(data.get("name", path.stem), records, queries, {r.user_id: now for r in records})
-
+__all__ = ["MADIAL_USER", "DataError", "Dataset", "ModeResult", "Query", "average", "load_locomo", "load_madial",
+           "load_native", "main", "markdown", "run", "score_query"]
 
 # ---------------------------------------------------------------------------------------------- metrics
 
@@ -247,6 +113,30 @@ class ModeResult:
     curve: list[float]  # recall@1 .. recall@max_k
     seconds: float
 
+    @property
+    def label(self) -> str:
+        """How the tables name it: vecmem's modes by name, the baselines as "plain BM25" / "plain cosine"."""
+        return eval_baselines.BASELINES.get(self.mode, self.mode)
+
+
+def summarize(mode: str, dataset: Dataset, ranked: list[list[str]], ks: list[int], seconds: float) -> ModeResult:
+    """The metrics of one ranking per query (``ranked[i]`` for ``dataset.queries[i]``), overall and per category."""
+    depth = max(ks)
+    rows = [(query, score_query(ids, query, ks),
+             [score_query(ids, query, [k])[f"recall@{k}"] for k in range(1, depth + 1)])
+            for query, ids in zip(dataset.queries, ranked, strict=True)]
+    categories: dict[str, list[dict[str, float]]] = {}
+    for query, scores, _ in rows:
+        categories.setdefault(query.category, []).append(scores)
+    return ModeResult(
+        mode=mode,
+        overall=average([scores for _, scores, _ in rows]),
+        per_category={name: average(items) for name, items in sorted(categories.items())},
+        counts={name: len(items) for name, items in sorted(categories.items())},
+        curve=[sum(c[i] for _, _, c in rows) / len(rows) for i in range(depth)] if rows else [0.0] * depth,
+        seconds=seconds,
+    )
+
 
 def run(
     dataset: Dataset,
@@ -256,13 +146,17 @@ def run(
     progress: bool,
     embedder: Embedder | None = None,
     floor: float = 0.0,
+    baselines: bool = False,
 ) -> list[ModeResult]:
+    """vecmem's ``modes`` over one index of ``dataset``, then (``baselines``) plain BM25 and plain cosine over the
+    same memories and queries (eval_baselines.py), the latter with the vectors the index was built from."""
     from rich.progress import Progress
 
     clock_now = {"value": datetime.now(UTC)}
+    recording = eval_baselines.RecordingEmbedder(embedder or embedder_for(settings))
     with tempfile.TemporaryDirectory(prefix="vecmem-eval-") as scratch:
         base = settings.with_changes(home=Path(scratch), chroma_url=None)
-        indexer = MemoryBank(base, embedder=embedder, clock=lambda: clock_now["value"])
+        indexer = MemoryBank(base, embedder=recording, clock=lambda: clock_now["value"])
         with Progress(transient=True, disable=not progress) as bar:
             task = bar.add_task(f"indexing {len(dataset.records)} memories", total=len(dataset.records))
             step = 256
@@ -272,9 +166,9 @@ def run(
         results = []
         depth = max(ks)
         for mode in modes:
-            bank = MemoryBank(base.with_changes(search_mode=mode), embedder=indexer.embedder,
+            bank = MemoryBank(base.with_changes(search_mode=mode), embedder=recording,
                               clock=lambda: clock_now["value"])
-            rows: list[tuple[Query, dict[str, float], list[float]]] = []
+            ranked: list[list[str]] = []
             started = time.perf_counter()
             with Progress(transient=True, disable=not progress) as bar:
                 task = bar.add_task(f"{mode}: {len(dataset.queries)} queries", total=len(dataset.queries))
@@ -282,33 +176,39 @@ def run(
                     clock_now["value"] = dataset.now.get(query.user_id, clock_now["value"])
                     hits = bank.search(query.text, depth, user_id=query.user_id, session_id=query.session_id,
                                        types=query.types, record_access=False)
-                    ranked = [hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor]
-                    curve = [score_query(ranked, query, [k])[f"recall@{k}"] for k in range(1, depth + 1)]
-                    rows.append((query, score_query(ranked, query, ks), curve))
+                    ranked.append([hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor])
                     bar.advance(task)
-            seconds = time.perf_counter() - started
-            categories: dict[str, list[dict[str, float]]] = {}
-            for query, scores, _ in rows:
-                categories.setdefault(query.category, []).append(scores)
-            curve = [sum(c[i] for _, _, c in rows) / len(rows) for i in range(depth)]
-            results.append(ModeResult(
-                mode=mode,
-                overall=average([scores for _, scores, _ in rows]),
-                per_category={name: average(items) for name, items in sorted(categories.items())},
-                counts={name: len(items) for name, items in sorted(categories.items())},
-                curve=curve,
-                seconds=seconds,
-            ))
+            results.append(summarize(mode, dataset, ranked, ks, time.perf_counter() - started))
+    if baselines:
+        for name in eval_baselines.BASELINES:
+            started = time.perf_counter()
+            ranked = eval_baselines.rank(name, dataset.records, dataset.queries, depth, recording)
+            results.append(summarize(name, dataset, ranked, ks, time.perf_counter() - started))
     return results
+
+
+FUSION_TOLERANCE = 0.01  # issue 19's target: hybrid never below the better of its sides by more than a point
+
+
+def fusion_check(results: list[ModeResult], ks: list[int]) -> dict[str, float] | None:
+    """Hybrid minus the better of vecmem's dense and keyword at R@5 and R@10 (those of ``ks``), when all three ran."""
+    by_mode = {r.mode: r.overall for r in results}
+    if not {"dense", "keyword", "hybrid"} <= by_mode.keys():
+        return None
+    return {f"recall@{k}": by_mode["hybrid"][f"recall@{k}"]
+            - max(by_mode["dense"][f"recall@{k}"], by_mode["keyword"][f"recall@{k}"])
+            for k in (5, 10) if k in ks}
 
 
 def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], settings: Settings) -> str:
     focus = 5 if 5 in ks else ks[-1]
     columns = [f"recall@{k}" for k in ks] + [f"hit@{focus}", "mrr", f"ndcg@{focus}", f"leak@{ks[-1]}"]
     w = settings.weights
+    users = len({r.user_id for r in dataset.records})
     lines = [
-        f"### {dataset.name}: {len(dataset.queries)} queries, {len(dataset.records)} memories; "
-        f"weights {w.similarity:g}/{w.recency:g}/{w.importance:g}, dense weight {settings.dense_weight:g}",
+        f"### {dataset.name}: {len(dataset.queries)} queries, {len(dataset.records)} memories of {users} "
+        f"user{'s' if users != 1 else ''}; weights {w.similarity:g}/{w.recency:g}/{w.importance:g}, "
+        f"dense weight {settings.dense_weight:g}",
         "",
         "| mode | category | n | " + " | ".join(columns) + " |",
         "|---|---|---|" + "---|" * len(columns),
@@ -319,10 +219,17 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
             rows += [(name, metrics, result.counts[name]) for name, metrics in result.per_category.items()]
         for name, metrics, count in rows:
             cells = [f"{100 * metrics[c]:.1f}" for c in columns]
-            lines.append(f"| {result.mode} | {name} | {count} | " + " | ".join(cells) + " |")
+            lines.append(f"| {result.label} | {name} | {count} | " + " | ".join(cells) + " |")
     lines.append("")
+    check = fusion_check(results, ks)
+    if check:
+        worst = min(check.values())
+        verdict = "within a point of its better side" if worst >= -FUSION_TOLERANCE else \
+            "BELOW its better side by more than a point"
+        lines.append("Fusion check (hybrid minus the better of dense and keyword): " + ", ".join(
+            f"R@{key.split('@')[1]} {100 * value:+.1f}" for key, value in check.items()) + f": {verdict}.")
     lines.append("Figures are percentages. " + ", ".join(
-        f"{r.mode}: {r.seconds:.1f} s for {len(dataset.queries)} queries" for r in results))
+        f"{r.label}: {r.seconds:.1f} s for {len(dataset.queries)} queries" for r in results))
     return "\n".join(lines)
 
 
@@ -350,7 +257,7 @@ def plot(results: list[ModeResult], dataset: Dataset, target: Path) -> None:
     figure, axes = plt.subplots(figsize=(6, 4))
     for result in results:
         ks = list(range(1, len(result.curve) + 1))
-        axes.plot(ks, [100 * value for value in result.curve], marker="o", label=result.mode)
+        axes.plot(ks, [100 * value for value in result.curve], marker="o", label=result.label)
     axes.set_xlabel("k")
     axes.set_ylabel("recall@k (%)")
     axes.set_title(f"{dataset.name}: recall@k by retrieval mode")
@@ -392,6 +299,8 @@ def main(
                              "through the memories' provenance, with the tokens each protocol stores")
     parser.add_argument("--floor", type=float, default=0.0,
                         help="count only hits whose relevance reaches this (what a prompt gets under that floor)")
+    parser.add_argument("--baselines", action="store_true",
+                        help="also plain BM25 and plain cosine on the same memories and queries (eval_baselines.py)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw recall@k curves per mode")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -421,7 +330,8 @@ def main(
         ks = sorted(set(args.k))
         modes = args.mode or [settings.search_mode]
         progress = not args.quiet and not args.json
-        results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor)
+        results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor,
+                      baselines=args.baselines)
         through = _through_agent(args, dataset, modes, ks, settings, progress, embedder) if args.through_agent else None
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
@@ -431,8 +341,10 @@ def main(
         return _print_through_agent(args, dataset, results, through, ks, per_turn_tokens)
     if args.json:
         objects = [as_json(dataset, result) for result in results]
-        print(json.dumps(objects[0] if len(objects) == 1 else {"modes": {o["mode"]: o for o in objects}},
-                         ensure_ascii=False, indent=2))
+        check = fusion_check(results, ks)
+        several = {"modes": {o["mode"]: o for o in objects},
+                   **({"fusion_check": {k: round(v, 6) for k, v in check.items()}} if check else {})}
+        print(json.dumps(objects[0] if len(objects) == 1 else several, ensure_ascii=False, indent=2))
     else:
         print(markdown(dataset, results, ks, settings))
     if args.plot:
@@ -446,10 +358,11 @@ def _through_agent(args: argparse.Namespace, dataset: Dataset, modes: list[str],
                    progress: bool, embedder: Embedder | None) -> list[eval_agent.AgentResult]:
     try:
         if args.format == "locomo":
-            conversations = eval_agent.locomo_feeds(args.data, _locomo_time)
-        else:
-            memory_file, _ = madial_files(args.data, args.lang)
-            conversations = eval_agent.madial_feeds(memory_file, MADIAL_USER)
+            conversations = eval_agent.locomo_feeds(args.data, locomo_time)
+        else:  # each user's memories told by that user, as load_madial assigns them
+            memory_file, dialogue_file = madial_files(args.data, args.lang)
+            conversations = eval_agent.madial_feeds(madial_memories(memory_file, dialogue_file),
+                                                    madial_speakers(dialogue_file))
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise DataError(f"cannot read the conversations of {args.data}: {exc}") from exc
     return eval_agent.run_through_agent(conversations, dataset.queries, dataset.now, modes, ks, settings,
