@@ -44,7 +44,7 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,11 +112,16 @@ class ModeResult:
     counts: dict[str, int]
     curve: list[float]  # recall@1 .. recall@max_k
     seconds: float
+    weights: str = ""  # the reranker weights it ran under ("1/0/0"); "" for the baselines, which have none
 
     @property
     def label(self) -> str:
         """How the tables name it: vecmem's modes by name, the baselines as "plain BM25" / "plain cosine"."""
         return eval_baselines.BASELINES.get(self.mode, self.mode)
+
+
+def weights_name(weights: RankWeights) -> str:
+    return f"{weights.similarity:g}/{weights.recency:g}/{weights.importance:g}"
 
 
 def summarize(mode: str, dataset: Dataset, ranked: list[list[str]], ks: list[int], seconds: float) -> ModeResult:
@@ -147,9 +152,11 @@ def run(
     embedder: Embedder | None = None,
     floor: float = 0.0,
     baselines: bool = False,
+    weightings: Sequence[RankWeights] = (),
 ) -> list[ModeResult]:
-    """vecmem's ``modes`` over one index of ``dataset``, then (``baselines``) plain BM25 and plain cosine over the
-    same memories and queries (eval_baselines.py), the latter with the vectors the index was built from."""
+    """vecmem's ``modes`` under each of ``weightings`` (default: the settings' weights) over one index of
+    ``dataset`` (built once: on LoCoMo most of a run's time), then (``baselines``) plain BM25 and plain cosine
+    over the same memories and queries (eval_baselines.py), the latter with the vectors the index was built from."""
     from rich.progress import Progress
 
     clock_now = {"value": datetime.now(UTC)}
@@ -165,8 +172,8 @@ def run(
                 bar.advance(task, len(dataset.records[start : start + step]))
         results = []
         depth = max(ks)
-        for mode in modes:
-            bank = MemoryBank(base.with_changes(search_mode=mode), embedder=recording,
+        for weights, mode in [(w, m) for w in (weightings or [settings.weights]) for m in modes]:
+            bank = MemoryBank(base.with_changes(search_mode=mode, weights=weights), embedder=recording,
                               clock=lambda: clock_now["value"])
             ranked: list[list[str]] = []
             started = time.perf_counter()
@@ -178,7 +185,9 @@ def run(
                                        types=query.types, record_access=False)
                     ranked.append([hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor])
                     bar.advance(task)
-            results.append(summarize(mode, dataset, ranked, ks, time.perf_counter() - started))
+            result = summarize(mode, dataset, ranked, ks, time.perf_counter() - started)
+            result.weights = weights_name(weights)
+            results.append(result)
     if baselines:
         for name in eval_baselines.BASELINES:
             started = time.perf_counter()
@@ -190,28 +199,32 @@ def run(
 FUSION_TOLERANCE = 0.01  # issue 19's target: hybrid never below the better of its sides by more than a point
 
 
-def fusion_check(results: list[ModeResult], ks: list[int]) -> dict[str, float] | None:
-    """Hybrid minus the better of vecmem's dense and keyword at R@5 and R@10 (those of ``ks``), when all three ran."""
-    by_mode = {r.mode: r.overall for r in results}
-    if not {"dense", "keyword", "hybrid"} <= by_mode.keys():
-        return None
-    return {f"recall@{k}": by_mode["hybrid"][f"recall@{k}"]
-            - max(by_mode["dense"][f"recall@{k}"], by_mode["keyword"][f"recall@{k}"])
-            for k in (5, 10) if k in ks}
+def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, float]]:
+    """Per weight setting where dense, keyword and hybrid all ran: hybrid minus the better of the two at R@5 and
+    R@10 (those of ``ks``)."""
+    checks = {}
+    for weights in dict.fromkeys(r.weights for r in results if r.weights):
+        by_mode = {r.mode: r.overall for r in results if r.weights == weights}
+        if {"dense", "keyword", "hybrid"} <= by_mode.keys():
+            checks[weights] = {f"recall@{k}": by_mode["hybrid"][f"recall@{k}"]
+                               - max(by_mode["dense"][f"recall@{k}"], by_mode["keyword"][f"recall@{k}"])
+                               for k in (5, 10) if k in ks}
+    return checks
 
 
 def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], settings: Settings) -> str:
     focus = 5 if 5 in ks else ks[-1]
     columns = [f"recall@{k}" for k in ks] + [f"hit@{focus}", "mrr", f"ndcg@{focus}", f"leak@{ks[-1]}"]
-    w = settings.weights
     users = len({r.user_id for r in dataset.records})
+    weightings = list(dict.fromkeys(r.weights for r in results if r.weights)) or [weights_name(settings.weights)]
+    several = len(weightings) > 1  # then a column says which weights each row ran under
     lines = [
         f"### {dataset.name}: {len(dataset.queries)} queries, {len(dataset.records)} memories of {users} "
-        f"user{'s' if users != 1 else ''}; weights {w.similarity:g}/{w.recency:g}/{w.importance:g}, "
+        f"user{'s' if users != 1 else ''}; weights {' and '.join(weightings)}, "
         f"dense weight {settings.dense_weight:g}",
         "",
-        "| mode | category | n | " + " | ".join(columns) + " |",
-        "|---|---|---|" + "---|" * len(columns),
+        f"| mode | {'weights | ' if several else ''}category | n | " + " | ".join(columns) + " |",
+        f"|---|{'---|' if several else ''}---|---|" + "---|" * len(columns),
     ]
     for result in results:
         rows = [("all", result.overall, len(dataset.queries))]
@@ -219,17 +232,18 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
             rows += [(name, metrics, result.counts[name]) for name, metrics in result.per_category.items()]
         for name, metrics, count in rows:
             cells = [f"{100 * metrics[c]:.1f}" for c in columns]
-            lines.append(f"| {result.label} | {name} | {count} | " + " | ".join(cells) + " |")
+            weights = f"{result.weights or '-'} | " if several else ""
+            lines.append(f"| {result.label} | {weights}{name} | {count} | " + " | ".join(cells) + " |")
     lines.append("")
-    check = fusion_check(results, ks)
-    if check:
-        worst = min(check.values())
-        verdict = "within a point of its better side" if worst >= -FUSION_TOLERANCE else \
+    for weights, check in fusion_checks(results, ks).items():
+        verdict = "within a point of its better side" if min(check.values()) >= -FUSION_TOLERANCE else \
             "BELOW its better side by more than a point"
-        lines.append("Fusion check (hybrid minus the better of dense and keyword): " + ", ".join(
-            f"R@{key.split('@')[1]} {100 * value:+.1f}" for key, value in check.items()) + f": {verdict}.")
+        lines.append(f"Fusion check{f' ({weights})' if several else ''} (hybrid minus the better of dense and "
+                     "keyword): " + ", ".join(f"R@{key.split('@')[1]} {100 * value:+.1f}"
+                                              for key, value in check.items()) + f": {verdict}.")
     lines.append("Figures are percentages. " + ", ".join(
-        f"{r.label}: {r.seconds:.1f} s for {len(dataset.queries)} queries" for r in results))
+        f"{r.label}{f' ({r.weights})' if several and r.weights else ''}: {r.seconds:.1f} s" for r in results)
+        + f" for {len(dataset.queries)} queries")
     return "\n".join(lines)
 
 
@@ -237,6 +251,7 @@ def as_json(dataset: Dataset, result: ModeResult) -> dict[str, Any]:
     return {
         "dataset": dataset.name,
         "mode": result.mode,
+        **({"weights": result.weights} if result.weights else {}),
         "n_queries": len(dataset.queries),
         "n_memories": len(dataset.records),
         **{key: round(value, 6) for key, value in result.overall.items()},
@@ -287,8 +302,9 @@ def main(
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--k", nargs="+", type=int, default=[1, 3, 5, 10])
     parser.add_argument("--mode", nargs="+", choices=SEARCH_MODES, help="default: the configured search mode")
-    parser.add_argument("--weights", nargs=3, type=float, metavar=("SIM", "REC", "IMP"),
-                        help="reranker weights (default: the configured 0.6 0.2 0.2); 1 0 0 = similarity alone")
+    parser.add_argument("--weights", nargs=3, type=float, metavar=("SIM", "REC", "IMP"), action="append",
+                        help="reranker weights (default: the configured 0.6 0.2 0.2); 1 0 0 = similarity alone; "
+                             "repeated: each setting over the same index, in one table")
     parser.add_argument("--decay", type=float, help="recency decay per day (default: the configured 0.01)")
     parser.add_argument("--dense-weight", type=float, help="hybrid fusion weight of the dense side (default 0.6)")
     parser.add_argument("--context", nargs=2, type=int, default=[2, 1], metavar=("BEFORE", "AFTER"),
@@ -312,10 +328,13 @@ def main(
             raise DataError("--floor must be between 0 and 1")
         if args.through_agent and args.format == "vecmem":
             raise DataError("--through-agent needs conversations: --format locomo or madial")
+        if args.through_agent and len(args.weights or []) > 1:
+            raise DataError("--through-agent takes one --weights")
         settings = (settings_factory or Settings.from_env)()
         changes: dict[str, Any] = {}
-        if args.weights:
-            changes["weights"] = RankWeights(*args.weights)
+        weightings = [RankWeights(*w) for w in args.weights or []]
+        if weightings:
+            changes["weights"] = weightings[0]
         if args.decay is not None:
             changes["recency_decay_per_day"] = args.decay
         if args.dense_weight is not None:
@@ -331,7 +350,7 @@ def main(
         modes = args.mode or [settings.search_mode]
         progress = not args.quiet and not args.json
         results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor,
-                      baselines=args.baselines)
+                      baselines=args.baselines, weightings=weightings)
         through = _through_agent(args, dataset, modes, ks, settings, progress, embedder) if args.through_agent else None
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
@@ -341,9 +360,15 @@ def main(
         return _print_through_agent(args, dataset, results, through, ks, per_turn_tokens)
     if args.json:
         objects = [as_json(dataset, result) for result in results]
-        check = fusion_check(results, ks)
-        several = {"modes": {o["mode"]: o for o in objects},
-                   **({"fusion_check": {k: round(v, 6) for k, v in check.items()}} if check else {})}
+        checks = {w: {k: round(v, 6) for k, v in check.items()} for w, check in fusion_checks(results, ks).items()}
+        several: dict[str, Any]
+        if len(weightings) > 1:  # a mode runs once per weight setting: keyed "hybrid 1/0/0"
+            several = {"modes": {f"{o['mode']} {o['weights']}" if "weights" in o else o["mode"]: o for o in objects},
+                       "fusion_check": checks}
+        else:
+            several = {"modes": {o["mode"]: o for o in objects}}
+            if checks:
+                (several["fusion_check"],) = checks.values()
         print(json.dumps(objects[0] if len(objects) == 1 else several, ensure_ascii=False, indent=2))
     else:
         print(markdown(dataset, results, ks, settings))

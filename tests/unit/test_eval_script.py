@@ -359,3 +359,18 @@ def test_first_person_of_a_user_called_she():
         "I gave my sister a book I liked."
     assert agent.first_person("Her friend called her.", "Lisa", "she") == "My friend called me."
     assert agent.first_person("Lisa在她的生日派对上跳舞。", "Lisa", "she") == "我在我的生日派对上跳舞。"
+
+
+def test_several_weight_settings_share_one_index_in_one_table(capsys):
+    native = str(REPO / "data" / "eval" / "native_en.json")
+    argv = ["--format", "vecmem", "--data", native, "--mode", "dense", "keyword", "hybrid", "--baselines", "--quiet",
+            "--weights", "1", "0", "0", "--weights", "0.6", "0.2", "0.2"]
+    assert evaluation.main(argv, embedder=FakeEmbedder()) == 0
+    out = capsys.readouterr().out
+    assert "weights 1/0/0 and 0.6/0.2/0.2" in out and "| hybrid | 1/0/0 | all | 25 |" in out
+    assert "| plain BM25 | - | all | 25 |" in out and "Fusion check (0.6/0.2/0.2)" in out
+    assert evaluation.main([*argv, "--json"], embedder=FakeEmbedder()) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"dense 1/0/0", "hybrid 0.6/0.2/0.2", "plain-bm25", "plain-cosine"} <= set(result["modes"])
+    assert set(result["fusion_check"]) == {"1/0/0", "0.6/0.2/0.2"}
+    assert result["modes"]["dense 1/0/0"]["weights"] == "1/0/0"
