@@ -374,3 +374,14 @@ def test_several_weight_settings_share_one_index_in_one_table(capsys):
     assert {"dense 1/0/0", "hybrid 0.6/0.2/0.2", "plain-bm25", "plain-cosine"} <= set(result["modes"])
     assert set(result["fusion_check"]) == {"1/0/0", "0.6/0.2/0.2"}
     assert result["modes"]["dense 1/0/0"]["weights"] == "1/0/0"
+
+
+def test_through_the_agent_tells_each_madial_user_their_own_memories(tmp_path):
+    root = _madial_copy(tmp_path)
+    memory_file, dialogue_file = evaluation.madial_files(root, "en")
+    names = evaluation.madial_speakers(dialogue_file)
+    assert names == {"madial-user-1": "Bart", "madial-user-2": "Lisa"}
+    conversations = evaluation.eval_agent.madial_feeds(evaluation.madial_memories(memory_file, dialogue_file), names)
+    told = {c.user: [m["content"] for feed in c.feeds for m in feed.messages] for c in conversations}
+    assert told == {"madial-user-1": ["I performed a magic trick at the Christmas party.", "I ate a mango ice cream."],
+                    "madial-user-2": ["I am going to perform a magic trick! So nervous", "I went swimming at the beach."]}
