@@ -236,8 +236,8 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
             lines.append(f"| {result.label} | {weights}{name} | {count} | " + " | ".join(cells) + " |")
     lines.append("")
     for weights, check in fusion_checks(results, ks).items():
-        verdict = "within a point of its better side" if min(check.values()) >= -FUSION_TOLERANCE else \
-            "BELOW its better side by more than a point"
+        verdict = "not below its better side by more than a point" if min(check.values()) >= -FUSION_TOLERANCE \
+            else "BELOW its better side by more than a point"
         lines.append(f"Fusion check{f' ({weights})' if several else ''} (hybrid minus the better of dense and "
                      "keyword): " + ", ".join(f"R@{key.split('@')[1]} {100 * value:+.1f}"
                                               for key, value in check.items()) + f": {verdict}.")
