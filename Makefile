@@ -108,17 +108,18 @@ $(MEM0_VENV)/.installed-stamp: pyproject.toml
 bench-mem0: $(MEM0_VENV)/.installed-stamp
 	$(MEM0_VENV)/bin/python scripts/bench.py --n 1000 --queries 200 --mem0 1000 --skip-startup
 
-# Each benchmark with the default settings (hybrid, 0.6/0.2/0.2) and, as the papers report, similarity alone.
+# Each benchmark in dense, keyword and hybrid, with the default weights (0.6/0.2/0.2) and, as the papers report,
+# similarity alone (1/0/0), both over one index, beside plain BM25 and plain cosine on the same data (--baselines).
+EVAL := $(BIN)/python scripts/eval_hit_rate.py --mode dense keyword hybrid --baselines --quiet
 eval: install
-	$(BIN)/python scripts/eval_hit_rate.py --format vecmem --data data/eval/native_en.json --mode dense keyword hybrid
-	$(BIN)/python scripts/eval_hit_rate.py --format vecmem --data data/eval/native_zh.json --mode dense keyword hybrid
+	$(EVAL) --format vecmem --data data/eval/native_en.json
+	$(EVAL) --format vecmem --data data/eval/native_zh.json
 	@if [ -f $(SHARED_DATA)/locomo/locomo10.json ]; then \
-	  $(BIN)/python scripts/eval_hit_rate.py --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 && \
-	  $(BIN)/python scripts/eval_hit_rate.py --format locomo --data $(SHARED_DATA)/locomo/locomo10.json; \
+	  $(EVAL) --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 --weights 0.6 0.2 0.2; \
 	else echo "LoCoMo not found in $(SHARED_DATA): skipped"; fi
 	@if [ -d $(SHARED_DATA)/madial_bench ]; then \
-	  for lang in zh en; do $(BIN)/python scripts/eval_hit_rate.py --format madial --data $(SHARED_DATA)/madial_bench \
-	    --lang $$lang --weights 1 0 0 --mode dense keyword hybrid || exit 1; done; \
+	  for lang in zh en; do $(EVAL) --format madial --data $(SHARED_DATA)/madial_bench --lang $$lang \
+	    --weights 1 0 0 --weights 0.6 0.2 0.2 || exit 1; done; \
 	else echo "MADial-Bench not found in $(SHARED_DATA): skipped"; fi
 
 clean:

@@ -13,9 +13,10 @@ the long-term section's text) against the transcript's.
   are user messages: the questions ask about both), dated by the session, ids ``D1:3``; the photo captions the
   per-turn protocol appends are not fed (the agent reads what was said). Memories are global: the questions
   are asked outside any session.
-* MADial-Bench: the one user's memories are what the user told the assistant: each event, in the first person
-  ("Bart在圣诞节晚会上跳舞" -> "我在圣诞节晚会上跳舞"; "Bart danced at the party" -> "I danced at the party"), is one
-  message with the memory's id, in the order of their dates, dated by them; the dialogues are the questions.
+* MADial-Bench: each user's memories are what that user told the assistant: each event, in the first person
+  ("Bart在圣诞节晚会上跳舞" -> "我在圣诞节晚会上跳舞"; "Bart danced at the party" -> "I danced at the party"; the
+  user's name as the dialogues tag it, the pronoun the user's events mostly use), is one message with the
+  memory's id, in the order of their dates, dated by them; the dialogues are the questions, each its user's.
 
 Everything is offline and through the public API, as the rest of the evaluation.
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 from vecmem import Embedder, Learner, MemoryBank, Settings
 
-__all__ = ["AgentResult", "Conversation", "Feed", "first_person", "locomo_feeds", "madial_feeds", "run_through_agent",
+__all__ = ["AgentResult", "Conversation", "Feed", "first_person", "locomo_feeds", "madial_feeds", "pronoun_of", "run_through_agent",
            "turn_recall"]
 
 
@@ -84,32 +85,53 @@ def locomo_feeds(path: Path, parse_time: Callable[[str], datetime]) -> list[Conv
     return conversations
 
 
-_EN_FIRST_PERSON = ((r"\bBart's\b", "my"), (r"^Bart\b", "I"), (r"\bBart\b", "me"), (r"\bhimself\b", "myself"),
-                    (r"\bHis\b", "My"), (r"\bhis\b", "my"), (r"\bhim\b", "me"), (r"\bHe\b", "I"), (r"\bhe\b", "I"))
-_ZH_FIRST_PERSON = (("Bart", "我"), ("他自己", "我自己"), ("他的", "我的"), ("他", "我"))
+_HE = ((r"\bhimself\b", "myself"), (r"\bHis\b", "My"), (r"\bhis\b", "my"), (r"\bhim\b", "me"), (r"\bHe\b", "I"),
+       (r"\bhe\b", "I"))
+# "her" is "my" before what she has ("her sister") and "me" where it is the object ("gave her a book", "with her.")
+_HER_AS_OBJECT = r"(?=\s*(?:$|[^\w\s]|\b(?:a|an|the|to|that|this|with|for|and|or|but|in|on|at|about|up|out|back|"\
+                 r"again|when|so|as|because|how|what|very|feel|feeling|happy|sad)\b))"
+_SHE = ((r"\bherself\b", "myself"), (r"\bhers\b", "mine"), (r"\bHer\b", "My"), (r"\bher\b" + _HER_AS_OBJECT, "me"),
+        (r"\bher\b", "my"), (r"\bShe\b", "I"), (r"\bshe\b", "I"))
+_ZH_PRONOUNS = {"he": "他", "she": "她"}
 
 
-def first_person(event: str) -> str:
-    """A MADial event as its user (Bart) would tell it: his name and pronouns in the first person."""
+def pronoun_of(events: Sequence[str]) -> str:
+    """"he" or "she": which third person a user's events mostly use for them (he/him/his or she/her; 他 or 她)."""
+    text = " ".join(events)
+    he = len(re.findall(r"\b(?:he|him|his|himself)\b", text, re.IGNORECASE)) + text.count("他")
+    she = len(re.findall(r"\b(?:she|her|hers|herself)\b", text, re.IGNORECASE)) + text.count("她")
+    return "she" if she > he else "he"
+
+
+def first_person(event: str, name: str = "Bart", pronoun: str = "he") -> str:
+    """A MADial event as its user (``name``, referred to as ``pronoun``) would tell it, in the first person."""
     if re.search(r"[\u4e00-\u9fff]", event):
-        for old, new in _ZH_FIRST_PERSON:
+        third = _ZH_PRONOUNS[pronoun]
+        for old, new in ((name, "我"), (f"{third}自己", "我自己"), (f"{third}的", "我的"), (third, "我")):
             event = event.replace(old, new)
         return event
-    for pattern, new in _EN_FIRST_PERSON:
+    quoted = re.escape(name)
+    for pattern, new in ((rf"\b{quoted}'s\b", "my"), (rf"^{quoted}\b", "I"), (rf"\b{quoted}\b", "me"),
+                         *(_SHE if pronoun == "she" else _HE)):
         event = re.sub(pattern, new, event)
     return event
 
 
-def madial_feeds(memory_file: Path, user: str) -> list[Conversation]:
-    """The user's memories as statements told in the order of their dates, one message each with its id."""
-    told = []
-    for line in memory_file.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            for key, memory in json.loads(line).items():
-                when = datetime.fromisoformat(memory["time"]).replace(tzinfo=UTC)
-                told.append((when, str(key), first_person(memory["event"])))
-    told.sort(key=lambda item: (item[0], item[1]))
-    return [Conversation(user, [Feed(when, [{"role": "user", "content": text, "id": key}]) for when, key, text in told])]
+def madial_feeds(memories: Sequence[Any], names: dict[str, str]) -> list[Conversation]:
+    """Each user's memories (eval_data.MadialMemory) as statements that user told in the order of their dates,
+    one message each with its id; ``names``: each user's name in the dialogues (default Bart)."""
+    by_user: dict[str, list[Any]] = {}
+    for memory in memories:
+        by_user.setdefault(memory.user_id, []).append(memory)
+    conversations = []
+    for user, own in by_user.items():
+        name = names.get(user, "Bart")
+        pronoun = pronoun_of([m.event for m in own])
+        told = sorted(own, key=lambda m: (m.when, m.id))
+        conversations.append(Conversation(user, [
+            Feed(m.when, [{"role": "user", "content": first_person(m.event, name, pronoun), "id": m.id}])
+            for m in told]))
+    return conversations
 
 
 def turn_recall(provenances: Sequence[Sequence[str]], relevant: Sequence[str], k: int) -> float:

@@ -15,9 +15,16 @@ Protocols (see ../shared/data/README.md):
   evidence turns, all 1,986 questions, empty evidence counting 1. vecmem's turn context (``--context 2 1``:
   the two turns before and the one after, same session) is added as keyword-only ``context``; ``--context 0 0``
   indexes the bare protocol text. Each turn is dated by its session; "now" is the conversation's last session.
-* MADial-Bench: one user's memories as candidates, ``str({"scene", "emotion", "event"})`` as the memory text,
-  ``"".join(dialogue[:test_turn])`` as the query, recall@k = |top-k ∩ relevant| / |relevant|.
+* MADial-Bench: each dialogue's user's memories as its candidates (a memory's user: its ``user-id``, else the
+  same id's in the other language's file, see eval_data.py), ``str({"scene", "emotion", "event"})`` as the memory
+  text, ``"".join(dialogue[:test_turn])`` as the query, recall@k = |top-k ∩ relevant| / |relevant|. Its
+  categories are the number of relevant memories (1, 2, 3 relevant): what makes a dialogue harder, and the same
+  in both languages, where a scene is named in each language and a dialogue's memories may span scenes.
 * vecmem (native): a JSON file with memories and queries, including ``forbidden`` ids; leak@k must be 0.
+
+``--baselines`` adds plain BM25 and plain cosine over the same users' memories and the same queries, outside
+vecmem's pipeline (eval_baselines.py); with dense, keyword and hybrid the table ends with a fusion check: hybrid
+minus the better of dense and keyword at R@5 and R@10, which should never be below -1 point.
 
 ``--through-agent`` (LoCoMo, MADial-Bench) also feeds the conversations to the offline memory agent and scores
 recall of the evidence through the memories' provenance, beside the per-turn figures and with the tokens each
@@ -34,179 +41,38 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vecmem import Embedder, MemoryBank, MemoryRecord, RankWeights, Settings, TiktokenCounter, VecmemError
+from vecmem import Embedder, MemoryBank, RankWeights, Settings, TiktokenCounter, VecmemError
 from vecmem.config import SEARCH_MODES
+from vecmem.retrieval.embedders import embedder_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module below, however this file is run
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below, however this file is run
 import eval_agent
+import eval_baselines
+from eval_data import (
+    MADIAL_USER,
+    DataError,
+    Dataset,
+    Query,
+    load_locomo,
+    load_madial,
+    load_native,
+    locomo_time,
+    madial_files,
+    madial_memories,
+    madial_speakers,
+)
 
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-
-
-@dataclass
-class Query:
-    id: str
-    text: str
-    user_id: str
-    relevant: list[str]
-    forbidden: list[str] = field(default_factory=list)
-    session_id: str | None = None
-    types: list[str] | None = None
-    category: str = "all"
-
-
-@dataclass
-class Dataset:
-    name: str
-    records: list[MemoryRecord]
-    queries: list[Query]
-    now: dict[str, datetime]  # per user: the time the questions are asked
-
-
-class DataError(Exception):
-    """The data file is missing or not in the expected format."""
-
-
-# ---------------------------------------------------------------------------------------------- loaders
-
-
-def _locomo_time(text: str) -> datetime:
-    """LoCoMo session times look like '1:56 pm on 8 May, 2023'."""
-    try:
-        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-    except ValueError as exc:
-        raise DataError(f"unreadable LoCoMo session time {text!r}") from exc
-
-
-def load_locomo(path: Path, *, before: int, after: int) -> Dataset:
-    if path.is_dir():
-        path = path / "locomo10.json"
-    try:
-        conversations = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read LoCoMo data {path}: {exc}") from exc
-    records: list[MemoryRecord] = []
-    queries: list[Query] = []
-    now: dict[str, datetime] = {}
-    for conversation in conversations:
-        user = conversation["sample_id"]
-        body = conversation["conversation"]
-        sessions = sorted((k for k in body if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
-        for session in sessions:
-            when = _locomo_time(body[f"{session}_date_time"])
-            turns = body[session]
-            for index, turn in enumerate(turns):
-                text = f'{turn["speaker"]} said, "{turn["text"]}"'
-                if turn.get("blip_caption"):
-                    text += f' and shared {turn["blip_caption"]}'
-                around = [t["text"] for t in turns[max(0, index - before) : index]]
-                around += [t["text"] for t in turns[index + 1 : index + 1 + after]]
-                records.append(MemoryRecord(
-                    id=turn["dia_id"], content=text, user_id=user, created_at=when, context=" ".join(around),
-                    source="manual",
-                ))
-            now[user] = max(now.get(user, when), when)
-        turn_ids = {r.id for r in records if r.user_id == user}
-        for number, qa in enumerate(conversation["qa"]):
-            evidence: list[str] = []
-            for item in qa.get("evidence", []):
-                for part in re.split(r"[;, ]+", str(item)):
-                    match = re.fullmatch(r"D(\d+):0*(\d+)", part.strip())
-                    turn_id = f"D{match.group(1)}:{match.group(2)}" if match else None
-                    if turn_id in turn_ids and turn_id not in evidence:
-                        evidence.append(turn_id)
-            queries.append(Query(
-                id=f"{user}#{number}", text=qa["question"], user_id=user, relevant=evidence,
-                category=LOCOMO_CATEGORIES.get(qa.get("category"), str(qa.get("category"))),
-            ))
-    return Dataset("LoCoMo", records, queries, now)
-
-
-MADIAL_USER = "madial-user-1"
-
-
-def madial_files(path: Path, lang: str | None) -> tuple[Path, Path]:
-    """The memory and dialogue files of one language of MADial-Bench."""
-    if (path / "zh").is_dir() or (path / "en").is_dir():
-        if lang is None:
-            raise DataError(f"{path} holds several languages; choose one with --lang zh|en")
-        path = path / lang
-    memory_files = sorted(path.glob("*-memory.json"))
-    dialogue_files = sorted(path.glob("*-dialogue.json"))
-    if len(memory_files) != 1 or len(dialogue_files) != 1:
-        raise DataError(f"{path} should hold one *-memory.json and one *-dialogue.json")
-    return memory_files[0], dialogue_files[0]
-
-
-def load_madial(path: Path, lang: str | None) -> Dataset:
-    memory_file, dialogue_file = madial_files(path, lang)
-    path = memory_file.parent
-    user = MADIAL_USER
-    records = []
-    newest = datetime(1970, 1, 1, tzinfo=UTC)
-    for line in memory_file.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        for key, memory in json.loads(line).items():
-            when = datetime.fromisoformat(memory["time"]).replace(tzinfo=UTC)
-            newest = max(newest, when)
-            text = str({"scene": memory["scene"], "emotion": memory["emotion"], "event": memory["event"]})
-            records.append(MemoryRecord(id=str(key), content=text, user_id=user, created_at=when, source="manual"))
-    queries = []
-    for number, line in enumerate(dialogue_file.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        relevant = [str(i) for i in item["relevant-id"]]
-        queries.append(Query(
-            id=str(item.get("id", number)), text="".join(item["dialogue"][: item["test-turn"][0]]), user_id=user,
-            relevant=relevant, category=f"{len(relevant)} relevant",
-        ))
-    return Dataset(f"MADial-Bench {path.name}", records, queries, {user: newest + timedelta(days=1)})
-
-
-def load_native(path: Path) -> Dataset:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        now = datetime.fromisoformat(data["now"].replace("Z", "+00:00"))
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
-        default_user = data.get("user_id", "eval-user")
-        records = [
-            MemoryRecord.from_dict({**m, "user_id": m.get("user_id", default_user)}, source="manual")
-            for m in data["memories"]
-        ]
-        queries = [
-            Query(
-                id=str(q["id"]), text=q["query"], user_id=q.get("user_id", default_user),
-                relevant=[str(i) for i in q.get("relevant", [])], forbidden=[str(i) for i in q.get("forbidden", [])],
-                session_id=q.get("session_id"), types=q.get("types"), category=q.get("category", "all"),
-            )
-            for q in data["queries"]
-        ]
-    except (OSError, KeyError, TypeError, ValueError, VecmemError) as exc:
-        raise DataError(f"cannot read native test set {path}: {exc}") from exc
-    known = {(r.user_id, r.id) for r in records}
-    anywhere = {r.id for r in records}
-    for query in queries:
-        for memory_id in query.relevant:
-            if (query.user_id, memory_id) not in known:
-                raise DataError(f"{path}: query {query.id}: relevant memory {memory_id!r} is not one of its user's")
-        for memory_id in query.forbidden:  # may be another user's: that is how isolation is tested
-            if memory_id not in anywhere:
-                raise DataError(f"{path}: query {query.id}: forbidden memory {memory_id!r} is not in the set")
-    return Dataset(data.get("name", path.stem), records, queries, {r.user_id: now for r in records})
-
+__all__ = ["MADIAL_USER", "DataError", "Dataset", "ModeResult", "Query", "average", "load_locomo", "load_madial",
+           "load_native", "main", "markdown", "run", "score_query"]
 
 # ---------------------------------------------------------------------------------------------- metrics
 
@@ -246,6 +112,35 @@ class ModeResult:
     counts: dict[str, int]
     curve: list[float]  # recall@1 .. recall@max_k
     seconds: float
+    weights: str = ""  # the reranker weights it ran under ("1/0/0"); "" for the baselines, which have none
+
+    @property
+    def label(self) -> str:
+        """How the tables name it: vecmem's modes by name, the baselines as "plain BM25" / "plain cosine"."""
+        return eval_baselines.BASELINES.get(self.mode, self.mode)
+
+
+def weights_name(weights: RankWeights) -> str:
+    return f"{weights.similarity:g}/{weights.recency:g}/{weights.importance:g}"
+
+
+def summarize(mode: str, dataset: Dataset, ranked: list[list[str]], ks: list[int], seconds: float) -> ModeResult:
+    """The metrics of one ranking per query (``ranked[i]`` for ``dataset.queries[i]``), overall and per category."""
+    depth = max(ks)
+    rows = [(query, score_query(ids, query, ks),
+             [score_query(ids, query, [k])[f"recall@{k}"] for k in range(1, depth + 1)])
+            for query, ids in zip(dataset.queries, ranked, strict=True)]
+    categories: dict[str, list[dict[str, float]]] = {}
+    for query, scores, _ in rows:
+        categories.setdefault(query.category, []).append(scores)
+    return ModeResult(
+        mode=mode,
+        overall=average([scores for _, scores, _ in rows]),
+        per_category={name: average(items) for name, items in sorted(categories.items())},
+        counts={name: len(items) for name, items in sorted(categories.items())},
+        curve=[sum(c[i] for _, _, c in rows) / len(rows) for i in range(depth)] if rows else [0.0] * depth,
+        seconds=seconds,
+    )
 
 
 def run(
@@ -256,13 +151,19 @@ def run(
     progress: bool,
     embedder: Embedder | None = None,
     floor: float = 0.0,
+    baselines: bool = False,
+    weightings: Sequence[RankWeights] = (),
 ) -> list[ModeResult]:
+    """vecmem's ``modes`` under each of ``weightings`` (default: the settings' weights) over one index of
+    ``dataset`` (built once: on LoCoMo most of a run's time), then (``baselines``) plain BM25 and plain cosine
+    over the same memories and queries (eval_baselines.py), the latter with the vectors the index was built from."""
     from rich.progress import Progress
 
     clock_now = {"value": datetime.now(UTC)}
+    recording = eval_baselines.RecordingEmbedder(embedder or embedder_for(settings))
     with tempfile.TemporaryDirectory(prefix="vecmem-eval-") as scratch:
         base = settings.with_changes(home=Path(scratch), chroma_url=None)
-        indexer = MemoryBank(base, embedder=embedder, clock=lambda: clock_now["value"])
+        indexer = MemoryBank(base, embedder=recording, clock=lambda: clock_now["value"])
         with Progress(transient=True, disable=not progress) as bar:
             task = bar.add_task(f"indexing {len(dataset.records)} memories", total=len(dataset.records))
             step = 256
@@ -271,10 +172,10 @@ def run(
                 bar.advance(task, len(dataset.records[start : start + step]))
         results = []
         depth = max(ks)
-        for mode in modes:
-            bank = MemoryBank(base.with_changes(search_mode=mode), embedder=indexer.embedder,
+        for weights, mode in [(w, m) for w in (weightings or [settings.weights]) for m in modes]:
+            bank = MemoryBank(base.with_changes(search_mode=mode, weights=weights), embedder=recording,
                               clock=lambda: clock_now["value"])
-            rows: list[tuple[Query, dict[str, float], list[float]]] = []
+            ranked: list[list[str]] = []
             started = time.perf_counter()
             with Progress(transient=True, disable=not progress) as bar:
                 task = bar.add_task(f"{mode}: {len(dataset.queries)} queries", total=len(dataset.queries))
@@ -282,36 +183,48 @@ def run(
                     clock_now["value"] = dataset.now.get(query.user_id, clock_now["value"])
                     hits = bank.search(query.text, depth, user_id=query.user_id, session_id=query.session_id,
                                        types=query.types, record_access=False)
-                    ranked = [hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor]
-                    curve = [score_query(ranked, query, [k])[f"recall@{k}"] for k in range(1, depth + 1)]
-                    rows.append((query, score_query(ranked, query, ks), curve))
+                    ranked.append([hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor])
                     bar.advance(task)
-            seconds = time.perf_counter() - started
-            categories: dict[str, list[dict[str, float]]] = {}
-            for query, scores, _ in rows:
-                categories.setdefault(query.category, []).append(scores)
-            curve = [sum(c[i] for _, _, c in rows) / len(rows) for i in range(depth)]
-            results.append(ModeResult(
-                mode=mode,
-                overall=average([scores for _, scores, _ in rows]),
-                per_category={name: average(items) for name, items in sorted(categories.items())},
-                counts={name: len(items) for name, items in sorted(categories.items())},
-                curve=curve,
-                seconds=seconds,
-            ))
+            result = summarize(mode, dataset, ranked, ks, time.perf_counter() - started)
+            result.weights = weights_name(weights)
+            results.append(result)
+    if baselines:
+        for name in eval_baselines.BASELINES:
+            started = time.perf_counter()
+            ranked = eval_baselines.rank(name, dataset.records, dataset.queries, depth, recording)
+            results.append(summarize(name, dataset, ranked, ks, time.perf_counter() - started))
     return results
+
+
+FUSION_TOLERANCE = 0.01  # issue 19's target: hybrid never below the better of its sides by more than a point
+
+
+def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, float]]:
+    """Per weight setting where dense, keyword and hybrid all ran: hybrid minus the better of the two at R@5 and
+    R@10 (those of ``ks``)."""
+    checks = {}
+    for weights in dict.fromkeys(r.weights for r in results if r.weights):
+        by_mode = {r.mode: r.overall for r in results if r.weights == weights}
+        if {"dense", "keyword", "hybrid"} <= by_mode.keys():
+            checks[weights] = {f"recall@{k}": by_mode["hybrid"][f"recall@{k}"]
+                               - max(by_mode["dense"][f"recall@{k}"], by_mode["keyword"][f"recall@{k}"])
+                               for k in (5, 10) if k in ks}
+    return checks
 
 
 def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], settings: Settings) -> str:
     focus = 5 if 5 in ks else ks[-1]
     columns = [f"recall@{k}" for k in ks] + [f"hit@{focus}", "mrr", f"ndcg@{focus}", f"leak@{ks[-1]}"]
-    w = settings.weights
+    users = len({r.user_id for r in dataset.records})
+    weightings = list(dict.fromkeys(r.weights for r in results if r.weights)) or [weights_name(settings.weights)]
+    several = len(weightings) > 1  # then a column says which weights each row ran under
     lines = [
-        f"### {dataset.name}: {len(dataset.queries)} queries, {len(dataset.records)} memories; "
-        f"weights {w.similarity:g}/{w.recency:g}/{w.importance:g}, dense weight {settings.dense_weight:g}",
+        f"### {dataset.name}: {len(dataset.queries)} queries, {len(dataset.records)} memories of {users} "
+        f"user{'s' if users != 1 else ''}; weights {' and '.join(weightings)}, "
+        f"dense weight {settings.dense_weight:g}",
         "",
-        "| mode | category | n | " + " | ".join(columns) + " |",
-        "|---|---|---|" + "---|" * len(columns),
+        f"| mode | {'weights | ' if several else ''}category | n | " + " | ".join(columns) + " |",
+        f"|---|{'---|' if several else ''}---|---|" + "---|" * len(columns),
     ]
     for result in results:
         rows = [("all", result.overall, len(dataset.queries))]
@@ -319,10 +232,18 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
             rows += [(name, metrics, result.counts[name]) for name, metrics in result.per_category.items()]
         for name, metrics, count in rows:
             cells = [f"{100 * metrics[c]:.1f}" for c in columns]
-            lines.append(f"| {result.mode} | {name} | {count} | " + " | ".join(cells) + " |")
+            weights = f"{result.weights or '-'} | " if several else ""
+            lines.append(f"| {result.label} | {weights}{name} | {count} | " + " | ".join(cells) + " |")
     lines.append("")
+    for weights, check in fusion_checks(results, ks).items():
+        verdict = "not below its better side by more than a point" if min(check.values()) >= -FUSION_TOLERANCE \
+            else "BELOW its better side by more than a point"
+        lines.append(f"Fusion check{f' ({weights})' if several else ''} (hybrid minus the better of dense and "
+                     "keyword): " + ", ".join(f"R@{key.split('@')[1]} {100 * value:+.1f}"
+                                              for key, value in check.items()) + f": {verdict}.")
     lines.append("Figures are percentages. " + ", ".join(
-        f"{r.mode}: {r.seconds:.1f} s for {len(dataset.queries)} queries" for r in results))
+        f"{r.label}{f' ({r.weights})' if several and r.weights else ''}: {r.seconds:.1f} s" for r in results)
+        + f" for {len(dataset.queries)} queries")
     return "\n".join(lines)
 
 
@@ -330,6 +251,7 @@ def as_json(dataset: Dataset, result: ModeResult) -> dict[str, Any]:
     return {
         "dataset": dataset.name,
         "mode": result.mode,
+        **({"weights": result.weights} if result.weights else {}),
         "n_queries": len(dataset.queries),
         "n_memories": len(dataset.records),
         **{key: round(value, 6) for key, value in result.overall.items()},
@@ -350,7 +272,7 @@ def plot(results: list[ModeResult], dataset: Dataset, target: Path) -> None:
     figure, axes = plt.subplots(figsize=(6, 4))
     for result in results:
         ks = list(range(1, len(result.curve) + 1))
-        axes.plot(ks, [100 * value for value in result.curve], marker="o", label=result.mode)
+        axes.plot(ks, [100 * value for value in result.curve], marker="o", label=result.label)
     axes.set_xlabel("k")
     axes.set_ylabel("recall@k (%)")
     axes.set_title(f"{dataset.name}: recall@k by retrieval mode")
@@ -380,8 +302,9 @@ def main(
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--k", nargs="+", type=int, default=[1, 3, 5, 10])
     parser.add_argument("--mode", nargs="+", choices=SEARCH_MODES, help="default: the configured search mode")
-    parser.add_argument("--weights", nargs=3, type=float, metavar=("SIM", "REC", "IMP"),
-                        help="reranker weights (default: the configured 0.6 0.2 0.2); 1 0 0 = similarity alone")
+    parser.add_argument("--weights", nargs=3, type=float, metavar=("SIM", "REC", "IMP"), action="append",
+                        help="reranker weights (default: the configured 0.6 0.2 0.2); 1 0 0 = similarity alone; "
+                             "repeated: each setting over the same index, in one table")
     parser.add_argument("--decay", type=float, help="recency decay per day (default: the configured 0.01)")
     parser.add_argument("--dense-weight", type=float, help="hybrid fusion weight of the dense side (default 0.6)")
     parser.add_argument("--context", nargs=2, type=int, default=[2, 1], metavar=("BEFORE", "AFTER"),
@@ -392,6 +315,8 @@ def main(
                              "through the memories' provenance, with the tokens each protocol stores")
     parser.add_argument("--floor", type=float, default=0.0,
                         help="count only hits whose relevance reaches this (what a prompt gets under that floor)")
+    parser.add_argument("--baselines", action="store_true",
+                        help="also plain BM25 and plain cosine on the same memories and queries (eval_baselines.py)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw recall@k curves per mode")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -403,10 +328,13 @@ def main(
             raise DataError("--floor must be between 0 and 1")
         if args.through_agent and args.format == "vecmem":
             raise DataError("--through-agent needs conversations: --format locomo or madial")
+        if args.through_agent and len(args.weights or []) > 1:
+            raise DataError("--through-agent takes one --weights")
         settings = (settings_factory or Settings.from_env)()
         changes: dict[str, Any] = {}
-        if args.weights:
-            changes["weights"] = RankWeights(*args.weights)
+        weightings = [RankWeights(*w) for w in args.weights or []]
+        if weightings:
+            changes["weights"] = weightings[0]
         if args.decay is not None:
             changes["recency_decay_per_day"] = args.decay
         if args.dense_weight is not None:
@@ -421,7 +349,8 @@ def main(
         ks = sorted(set(args.k))
         modes = args.mode or [settings.search_mode]
         progress = not args.quiet and not args.json
-        results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor)
+        results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor,
+                      baselines=args.baselines, weightings=weightings)
         through = _through_agent(args, dataset, modes, ks, settings, progress, embedder) if args.through_agent else None
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
@@ -431,8 +360,16 @@ def main(
         return _print_through_agent(args, dataset, results, through, ks, per_turn_tokens)
     if args.json:
         objects = [as_json(dataset, result) for result in results]
-        print(json.dumps(objects[0] if len(objects) == 1 else {"modes": {o["mode"]: o for o in objects}},
-                         ensure_ascii=False, indent=2))
+        checks = {w: {k: round(v, 6) for k, v in check.items()} for w, check in fusion_checks(results, ks).items()}
+        several: dict[str, Any]
+        if len(weightings) > 1:  # a mode runs once per weight setting: keyed "hybrid 1/0/0"
+            several = {"modes": {f"{o['mode']} {o['weights']}" if "weights" in o else o["mode"]: o for o in objects},
+                       "fusion_check": checks}
+        else:
+            several = {"modes": {o["mode"]: o for o in objects}}
+            if checks:
+                (several["fusion_check"],) = checks.values()
+        print(json.dumps(objects[0] if len(objects) == 1 else several, ensure_ascii=False, indent=2))
     else:
         print(markdown(dataset, results, ks, settings))
     if args.plot:
@@ -446,10 +383,11 @@ def _through_agent(args: argparse.Namespace, dataset: Dataset, modes: list[str],
                    progress: bool, embedder: Embedder | None) -> list[eval_agent.AgentResult]:
     try:
         if args.format == "locomo":
-            conversations = eval_agent.locomo_feeds(args.data, _locomo_time)
-        else:
-            memory_file, _ = madial_files(args.data, args.lang)
-            conversations = eval_agent.madial_feeds(memory_file, MADIAL_USER)
+            conversations = eval_agent.locomo_feeds(args.data, locomo_time)
+        else:  # each user's memories told by that user, as load_madial assigns them
+            memory_file, dialogue_file = madial_files(args.data, args.lang)
+            conversations = eval_agent.madial_feeds(madial_memories(memory_file, dialogue_file),
+                                                    madial_speakers(dialogue_file))
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise DataError(f"cannot read the conversations of {args.data}: {exc}") from exc
     return eval_agent.run_through_agent(conversations, dataset.queries, dataset.now, modes, ks, settings,

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, FakeEmbedder
+from vecmem import MemoryRecord
 
 spec = importlib.util.spec_from_file_location("eval_hit_rate", REPO / "scripts" / "eval_hit_rate.py")
 evaluation = importlib.util.module_from_spec(spec)
@@ -204,3 +205,183 @@ def test_a_floor_counts_only_what_a_prompt_would_get(capsys):
     assert recall["0"] > recall["1"]  # at 1, only memories as relevant as can be count
     assert evaluation.main(["--format", "vecmem", "--data", native, "--floor", "2"], embedder=FakeEmbedder()) == 2
     assert "--floor must be between 0 and 1" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- several users
+
+_MADIAL_EVENTS = {  # id: (user, zh event, en event); user 2's memory 3 says word for word what user 1 asks
+    "1": (1, "Bart在圣诞节晚会上表演魔术。", "Bart performed a magic trick at the Christmas party."),
+    "2": (1, "Bart吃了芒果冰淇淋。", "Bart ate a mango ice cream."),
+    "3": (2, "我要表演魔术！好紧张", "I am going to perform a magic trick! So nervous"),
+    "4": (2, "Lisa去海边游泳。", "Lisa went swimming at the beach."),
+}
+
+
+def _madial_copy(root, users=(1, 2), *, zh_user_ids=True, en_user_ids=False, languages=("zh", "en")):
+    """A MADial-Bench copy of ``users``: zh memory lines carry user-id, en ones (as upstream) do not."""
+    lines = {"zh": ["<BOD>\n", "<Bart>:\"我要表演魔术！\"\n", "<Assistant>:\"太棒了\"\n", "<Bart>:\"好紧张\"\n"],
+             "en": ["<BOD>\n", "<Bart>: \"I am going to perform a magic trick!\"\n", "<Assistant>: \"Great\"\n",
+                    "<Bart>: \"So nervous\"\n"]}
+    for lang in languages:
+        folder = root / lang
+        folder.mkdir(parents=True)
+        memories = []
+        for key, (user, zh, en) in _MADIAL_EVENTS.items():
+            if user in users:
+                memory = {"time": f"2023-0{key}-01", "scene": "Activity", "emotion": "Happy",
+                          "event": zh if lang == "zh" else en}
+                if zh_user_ids if lang == "zh" else en_user_ids:
+                    memory |= {"user-id": user, "id": key}
+                memories.append({key: memory})
+        (folder / f"X-{lang}-memory.json").write_text("\n".join(json.dumps(m, ensure_ascii=False) for m in memories))
+        dialogues = [{"dialogue": lines[lang], "test-turn": [2], "relevant-id": [1], "user-id": 1, "id": 0}]
+        if 2 in users:
+            dialogues.append({"dialogue": ["<BOD>\n", "<Lisa>: \"swimming at the beach\"\n", "<Assistant>: \"!\"\n"],
+                              "test-turn": [2], "relevant-id": [4], "user-id": 2, "id": 1})
+        (folder / f"X-{lang}-dialogue.json").write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in dialogues))
+    return root
+
+
+@pytest.fixture
+def rankings(monkeypatch):
+    """Every ranking the harness scores, by mode: (query, ranked ids) per query."""
+    seen = {}
+    summarize = evaluation.summarize
+
+    def spy(mode, dataset, ranked, ks, seconds):
+        seen[mode] = list(zip(dataset.queries, ranked, strict=True))
+        return summarize(mode, dataset, ranked, ks, seconds)
+
+    monkeypatch.setattr(evaluation, "summarize", spy)
+    return seen
+
+
+def test_madial_keeps_each_users_memories_apart(tmp_path, rankings, capsys):
+    root = _madial_copy(tmp_path / "both")
+    for lang in ("zh", "en"):  # en: no user-id in the memory file, each memory's user read from ../zh by its id
+        dataset = evaluation.load_madial(root, lang)
+        assert {r.id: r.user_id for r in dataset.records} == {
+            "1": "madial-user-1", "2": "madial-user-1", "3": "madial-user-2", "4": "madial-user-2"}
+        assert [q.user_id for q in dataset.queries] == ["madial-user-1", "madial-user-2"]
+        code = evaluation.main(["--format", "madial", "--data", str(root), "--lang", lang, "--json", "--baselines",
+                                "--mode", "dense", "keyword", "hybrid", "--k", "1", "10", "--quiet"],
+                               embedder=FakeEmbedder())
+        assert code == 0
+        both = json.loads(capsys.readouterr().out)
+        assert set(both["modes"]) == {"dense", "keyword", "hybrid", "plain-bm25", "plain-cosine"}
+        assert set(rankings) == set(both["modes"])
+        for mode, ranked in rankings.items():
+            for query, ids in ranked:
+                own = {r.id for r in dataset.records if r.user_id == query.user_id}
+                assert ids and set(ids) <= own, (lang, mode, query.id, ids)  # memory 3 never in user 1's
+        single = _madial_copy(tmp_path / f"one-{lang}", users=(1,), languages=(lang,))
+        assert evaluation.main(["--format", "madial", "--data", str(single / lang), "--json", "--baselines",
+                                "--mode", "dense", "keyword", "hybrid", "--k", "1", "10", "--quiet"],
+                               embedder=FakeEmbedder()) == 0
+        alone = json.loads(capsys.readouterr().out)
+        first = [q.id for q in dataset.queries].index("0")
+        for mode, ranked in rankings.items():  # user 1's query ranks user 1's memories as with user 1 alone
+            assert ranked[0][1] == rankings[mode][first][1]
+            assert alone["modes"][mode]["recall@1"] == rankings[mode][first][1][:1].count("1")
+
+
+def test_madial_refuses_to_guess_whose_a_memory_is(tmp_path, capsys):
+    root = _madial_copy(tmp_path, languages=("en",))  # no zh file to read the users from
+    with pytest.raises(evaluation.DataError, match="memory 1 has no user-id"):
+        evaluation.load_madial(root, "en")
+    assert evaluation.main(["--format", "madial", "--data", str(root), "--lang", "en"], embedder=FakeEmbedder()) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    # one user asked for: the memories without user-id are that user's
+    one = _madial_copy(tmp_path / "one", users=(1,), languages=("en",))
+    assert {r.user_id for r in evaluation.load_madial(one / "en", None).records} == {"madial-user-1"}
+
+
+def test_native_set_of_two_users(tmp_path, rankings, capsys):
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"now": "2026-01-01T00:00:00Z", "memories": [
+        {"id": "a1", "content": "I keep bees on the roof", "user_id": "ann"},
+        {"id": "a2", "content": "My car is a blue estate", "user_id": "ann"},
+        {"id": "b1", "content": "where do I keep bees", "user_id": "bob"},  # Ann's question, word for word
+    ], "queries": [
+        {"id": "q1", "query": "where do I keep bees", "user_id": "ann", "relevant": ["a1"], "forbidden": ["b1"]},
+        {"id": "q2", "query": "my car", "user_id": "bob", "relevant": [], "forbidden": ["a2"]},
+    ]}))
+    assert evaluation.main(["--format", "vecmem", "--data", str(path), "--json", "--baselines", "--mode", "dense",
+                            "keyword", "hybrid", "--k", "1", "5", "--quiet"], embedder=FakeEmbedder()) == 0
+    result = json.loads(capsys.readouterr().out)
+    for mode, figures in result["modes"].items():
+        assert figures["leak@5"] == 0 and figures["recall@5"] == 1.0, mode
+        assert {i for _, ids in rankings[mode] for i in ids} <= {"a1", "a2", "b1"}
+        assert all(i.startswith({"ann": "a", "bob": "b"}[q.user_id]) for q, ids in rankings[mode] for i in ids)
+    assert set(result["fusion_check"]) == {"recall@5"}
+
+
+# ---------------------------------------------------------------------------------------------- baselines
+
+
+def test_plain_bm25_returns_only_matches_and_tokenizes_chinese_like_vecmem():
+    baselines = evaluation.eval_baselines
+    records = [MemoryRecord(id=i, content=c, user_id="u", source="manual")
+               for i, c in [("m1", "用户喜欢杭州西湖"), ("m2", "The cat sleeps"), ("m3", "我在西湖区工作")]]
+    query = evaluation.Query(id="q", text="西湖", user_id="u", relevant=["m1"])
+    (ranked,) = baselines.rank_bm25(records, [query], 10)
+    assert set(ranked) == {"m1", "m3"}  # the cat shares no token: a BM25 engine does not return it
+    other = evaluation.Query(id="o", text="西湖", user_id="nobody", relevant=[])
+    assert baselines.rank_bm25(records, [other], 10) == [[]]
+
+
+def test_plain_cosine_is_exact_and_reuses_the_vectors_of_the_index():
+    baselines = evaluation.eval_baselines
+    fake = FakeEmbedder()
+    recording = baselines.RecordingEmbedder(fake)
+    texts = ["bees on the roof", "a blue car", "bees and honey on the roof"]
+    recording.embed_documents(texts)
+    calls = fake.document_calls
+    records = [MemoryRecord(id=f"m{n}", content=t, user_id="u", source="manual")
+               for n, t in enumerate(texts)]
+    query = evaluation.Query(id="q", text="bees on the roof", user_id="u", relevant=["m0"])
+    (ranked,) = baselines.rank_cosine(records, [query], 2, recording)
+    assert ranked[0] == "m0" and len(ranked) == 2 and fake.document_calls == calls
+
+
+def test_the_table_shows_baselines_and_the_fusion_check(capsys):
+    code = evaluation.main(["--format", "vecmem", "--data", str(REPO / "data" / "eval" / "native_en.json"),
+                            "--mode", "dense", "keyword", "hybrid", "--baselines", "--quiet"], embedder=FakeEmbedder())
+    out = capsys.readouterr().out
+    assert code == 0 and "| plain BM25 | all | 25 |" in out and "| plain cosine | supersession |" in out
+    assert "Fusion check (hybrid minus the better of dense and keyword): R@5 " in out and "R@10 " in out
+
+
+def test_first_person_of_a_user_called_she():
+    agent = evaluation.eval_agent
+    assert agent.pronoun_of(["Lisa went to her class.", "She was happy."]) == "she"
+    assert agent.first_person("Lisa gave her sister a book she liked.", "Lisa", "she") == \
+        "I gave my sister a book I liked."
+    assert agent.first_person("Her friend called her.", "Lisa", "she") == "My friend called me."
+    assert agent.first_person("Lisa在她的生日派对上跳舞。", "Lisa", "she") == "我在我的生日派对上跳舞。"
+
+
+def test_several_weight_settings_share_one_index_in_one_table(capsys):
+    native = str(REPO / "data" / "eval" / "native_en.json")
+    argv = ["--format", "vecmem", "--data", native, "--mode", "dense", "keyword", "hybrid", "--baselines", "--quiet",
+            "--weights", "1", "0", "0", "--weights", "0.6", "0.2", "0.2"]
+    assert evaluation.main(argv, embedder=FakeEmbedder()) == 0
+    out = capsys.readouterr().out
+    assert "weights 1/0/0 and 0.6/0.2/0.2" in out and "| hybrid | 1/0/0 | all | 25 |" in out
+    assert "| plain BM25 | - | all | 25 |" in out and "Fusion check (0.6/0.2/0.2)" in out
+    assert evaluation.main([*argv, "--json"], embedder=FakeEmbedder()) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"dense 1/0/0", "hybrid 0.6/0.2/0.2", "plain-bm25", "plain-cosine"} <= set(result["modes"])
+    assert set(result["fusion_check"]) == {"1/0/0", "0.6/0.2/0.2"}
+    assert result["modes"]["dense 1/0/0"]["weights"] == "1/0/0"
+
+
+def test_through_the_agent_tells_each_madial_user_their_own_memories(tmp_path):
+    root = _madial_copy(tmp_path)
+    memory_file, dialogue_file = evaluation.madial_files(root, "en")
+    names = evaluation.madial_speakers(dialogue_file)
+    assert names == {"madial-user-1": "Bart", "madial-user-2": "Lisa"}
+    conversations = evaluation.eval_agent.madial_feeds(evaluation.madial_memories(memory_file, dialogue_file), names)
+    told = {c.user: [m["content"] for feed in c.feeds for m in feed.messages] for c in conversations}
+    assert told == {"madial-user-1": ["I performed a magic trick at the Christmas party.", "I ate a mango ice cream."],
+                    "madial-user-2": ["I am going to perform a magic trick! So nervous", "I went swimming at the beach."]}
