@@ -17,6 +17,13 @@ in the query points at (similarity 0) scores exactly ``w_r·recency + w_i·impor
 * importance: the memory's importance in [0, 1] times its confidence, so a memory a model extracted with
   confidence 0.5 weighs half as much as the same statement made by the user (confidence 1.0, the default:
   every memory stated or added by hand ranks exactly as before).
+
+When the query names a time ("last Tuesday", 去年五月: timeframe.py), the recency term is instead the memory's
+closeness to that window (``TimeWindow.closeness``: 1 for a memory created inside it, decaying with the days
+outside, in units of the window's length): the question says which time matters, and it is not "now". It is
+read from ``created_at`` only, for the question is about when something happened or was said, not when the
+memory was last used. The term keeps its weight, so with similarity-only weights (1 / 0 / 0) a window changes
+nothing, as those weights ask.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from datetime import datetime
 
 from vecmem.config import RankWeights
 from vecmem.models import Hit, MemoryRecord
+from vecmem.retrieval.timewindow import TimeWindow
 
-__all__ = ["freshness", "recency", "score", "weight", "rerank", "rank_by_importance"]
+__all__ = ["freshness", "recency", "score", "weight", "rerank", "rank_by_importance", "timeliness"]
 
 _SECONDS_PER_DAY = 86_400.0
 
@@ -43,6 +51,14 @@ def recency(record: MemoryRecord, now: datetime, decay_per_day: float) -> float:
     return freshness((now - record.last_used).total_seconds(), decay_per_day)
 
 
+def timeliness(created: float, last_used: float, now: float, decay_per_day: float, window: TimeWindow | None) -> float:
+    """The recency term from epoch seconds: closeness to the query's time window when it names one, else
+    ``freshness`` since the last use."""
+    if window is not None:
+        return window.closeness(created)
+    return freshness(now - last_used, decay_per_day)
+
+
 def score(similarity: float, recency_value: float, importance: float, weights: RankWeights) -> float:
     priors = weights.recency * recency_value + weights.importance * importance
     return weights.similarity * similarity + (1.0 - similarity) * priors
@@ -53,9 +69,10 @@ def weight(record: MemoryRecord) -> float:
     return record.importance * record.confidence
 
 
-def _hit(record: MemoryRecord, similarity: float, now: datetime, weights: RankWeights, decay: float) -> Hit:
+def _hit(record: MemoryRecord, similarity: float, now: datetime, weights: RankWeights, decay: float,
+         window: TimeWindow | None = None) -> Hit:
     similarity = min(1.0, max(0.0, similarity))
-    fresh = recency(record, now, decay)
+    fresh = recency(record, now, decay) if window is None else window.closeness(record.created_at.timestamp())
     return Hit(
         id=record.id,
         content=record.content,
@@ -74,9 +91,11 @@ def rerank(
     now: datetime,
     weights: RankWeights,
     decay_per_day: float,
+    window: TimeWindow | None = None,
 ) -> list[Hit]:
-    """Score (record, similarity) pairs and sort them best first; ties go to the lower id, for repeatability."""
-    hits = [_hit(record, similarity, now, weights, decay_per_day) for record, similarity in candidates]
+    """Score (record, similarity) pairs and sort them best first; ties go to the lower id, for repeatability.
+    ``window``: the query's time window, if it names one (the module's docstring)."""
+    hits = [_hit(record, similarity, now, weights, decay_per_day, window) for record, similarity in candidates]
     hits.sort(key=lambda hit: (-hit.score, hit.id))
     return hits
 

@@ -30,10 +30,12 @@ from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedders import Embedder
 from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, cosine, query_parts, query_terms
+from vecmem.retrieval.held import HeldVectors
 from vecmem.retrieval.keyword import FilterView, KeywordIndex, KeywordResult
-from vecmem.retrieval.rank import freshness, rank_by_importance, rerank, score
+from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
 from vecmem.retrieval.relevance import Cohort
 from vecmem.retrieval.replica import Replicas, _Copy
+from vecmem.retrieval.timeframe import TimeWindow, find_window
 from vecmem.retrieval.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
@@ -123,6 +125,9 @@ class Retriever:
             records = self.access.apply(list(self.store.scan(user, memory_filter)))
             return rank_by_importance(records, now=now, weights=settings.weights,
                                       decay_per_day=settings.recency_decay_per_day)[:k]
+        # issue 19 item 7: the time the query names, a soft window for the recency term (rank.py); none when
+        # recency has no weight, so similarity-only weights rank exactly as without it
+        window = find_window(query, now) if settings.weights.recency > 0 else None
         mode = settings.search_mode
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
         utterances = split_dialogue(query)
@@ -158,10 +163,12 @@ class Retriever:
                 dense.update((i, cosine(stored[i], vector)) for i in keyword_only if i in stored)
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
+        if window is not None:  # issue 19 item 7: memories of the window that neither side found
+            candidates += self._window_candidates(user, window, view, wanted, set(candidates), vector, held, dense)
         fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight,
                         None if vector is None else self._cohort.stats(vector))
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
-        ranked = self._preselect(candidates, fusion, view, now, used)
+        ranked = self._preselect(candidates, fusion, view, now, used, window)
         pairs: list[tuple[MemoryRecord, float]] = []
         parts: dict[str, tuple[float | None, float | None, float]] = {}
         fetched = 0
@@ -176,7 +183,8 @@ class Retriever:
                 similarity, dense_part, relative = fusion.parts(record.id)
                 pairs.append((record, similarity))
                 parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
-        hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day)[:k]
+        hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day,
+                      window=window)[:k]
         asked = [term for part in worded for term in part]
         # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
@@ -199,7 +207,7 @@ class Retriever:
             dense.update(zip(ids, cosines, strict=True))
 
     def _preselect(self, candidates: list[str], fusion: Fusion, view: FilterView, now: datetime,
-                   used: Mapping[str, tuple[int, float]]) -> list[str]:
+                   used: Mapping[str, tuple[int, float]], window: TimeWindow | None = None) -> list[str]:
         """The candidates, best first by the reranker's own score computed from the in-memory catalogue and
         the access statistics (``used``), so that only the best few are fetched from Chroma."""
         settings = self.settings
@@ -212,11 +220,25 @@ class Retriever:
                 continue
             importance, created, stored_last = fields
             last_used = max(created, stored_last, used.get(memory_id, (0, 0.0))[1])
-            total = score(fusion.parts(memory_id)[0], freshness(seconds - last_used, settings.recency_decay_per_day),
+            total = score(fusion.parts(memory_id)[0],
+                          timeliness(created, last_used, seconds, settings.recency_decay_per_day, window),
                           importance, settings.weights)
             ranked.append((total, memory_id))
         ranked.sort(key=lambda pair: (-pair[0], pair[1]))
         return [memory_id for _, memory_id in ranked]
+
+    def _window_candidates(self, user: str, window: TimeWindow, view: FilterView, wanted: int, known: set[str],
+                           vector: Any, held: HeldVectors | None, dense: dict[str, float]) -> list[str]:
+        """Up to ``wanted`` of the latest memories created inside the query's time window (issue 19 item 7) that
+        are not candidates yet, their cosines added to ``dense``: a question such as "what did I do last
+        Tuesday" names its evidence by date more than by words. Read from the catalogue, not the store."""
+        added = [memory_id for memory_id in view.created_within(window.start.timestamp(), window.end.timestamp(),
+                                                                 wanted) if memory_id not in known]
+        if vector is not None and added:
+            if held is not None:
+                dense.update(held.cosines(added, vector))
+            self._add_cosines(user, vector, [i for i in added if i not in dense], view, dense)
+        return added
 
     def _dense_candidates(self, user: str, vector: Any, wanted: int, view: FilterView) -> dict[str, float]:
         """The ``wanted`` nearest memories the filter lets through, as {id: cosine}.

@@ -50,6 +50,18 @@ class FilterView:
         codes = self.snapshot.types[: self.mask.size][self.mask]
         return {name: ids[codes == code].tolist() for code, name in enumerate(_TYPE_NAMES) if (codes == code).any()}
 
+    def created_within(self, start: float, end: float, limit: int) -> list[str]:
+        """The ``limit`` latest memories the filter lets through created in [start, end) (epoch seconds), latest
+        first: the candidates a question's time window adds (timeframe.py), read from the catalogue alone."""
+        if limit <= 0:
+            return []
+        created = self.snapshot.created[: self.mask.size]
+        inside = np.flatnonzero(self.mask & (created >= start) & (created < end))
+        if inside.size > limit:
+            inside = inside[np.argpartition(-created[inside], limit - 1)[:limit]]
+        inside = inside[np.argsort(-created[inside], kind="stable")]
+        return [str(memory_id) for memory_id in self.snapshot.id_array[inside]]
+
     def type_of(self, memory_id: str) -> str | None:
         slot = self._slots.get(memory_id)
         return None if slot is None else _TYPE_NAMES[int(self.snapshot.types[slot])]
