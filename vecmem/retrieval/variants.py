@@ -1,33 +1,37 @@
-"""Spelling variants on the keyword side: a Latin-script query word that none of the user's memories holds
-(a name spelled another way, "Muhammad" for "Mohammed", or a typo, "restarant") is also looked for as the
-index's words spelled nearly like it, at a lower weight than the word itself.
+"""Spelling variants of names on the keyword side: a name in a query that none of the user's memories holds
+("Muhammad" where the memories say "Mohammed") is also looked for as the index's words spelled nearly like it,
+at a lower weight than the name itself.
 
-Which words: a query word of ASCII letters only (never digits, never Chinese: jieba words and bigrams are left
-as they are), at least ``MIN_LETTERS`` long, whose token no memory holds (document frequency 0 in the BM25 model
-and absent from the delta). A word the index holds is never widened: the user wrote it that way somewhere, and
-the memories that hold it are what the query asks about.
+Which words: a query word written as a name (a capital letter, not the query's first word), of ASCII letters
+only (never digits, never Chinese: jieba words and bigrams are left as they are), at least ``MIN_LETTERS`` long,
+whose token no memory holds (document frequency 0 in the BM25 model and absent from the delta). A word the index
+holds is never widened: the user wrote it that way somewhere. Lower-case words (typos of common words) are left
+alone: tried on MADial-Bench en (83 memories, so most query words are absent), one-edit neighbours of absent
+common words were nearly all other words (wonder -> wander, attention -> attend, protect -> project, particularly
+-> parti, 36 joins in 76 queries, none a typo); under the name rule, 2.
 
-Which variants: index tokens (ASCII letters, at least ``MIN_LETTERS``) within a restricted Damerau-Levenshtein
-distance (substitutions, insertions, deletions, adjacent transpositions) of 1, or of 2 for words of 8 letters and
-more. The index holds Snowball stems, not words as written, and the stemmer cuts names unevenly: "mohammed" ->
-"moham" but "muhammad" -> "muhammad", "restaurant" -> "restaur". So a stem is compared three ways: with the query
-word's stem, with the query word as written, and (a stem cut by the stemmer) with the query word's first letters
-of the stem's length, when the word is 1 to 3 letters longer and the stem at least 5: "muhammad" reaches "moham"
-through "muham". What no edit-distance rule joins: Aqib / Akim (2 edits in 4 letters), Sean / Shaun, Steven /
-Stephen (2 in 6 or 7), Jeffrey / Geoffrey (3): transliterations a rule this strict cannot tell from other
-names. The third comparison also joins a word to a stem it merely begins with ("planet" -> "plane"): the price of
-reaching stems the stemmer cut; such a join weighs half and only for a word no memory holds.
+Which variants, against the index's Snowball stems (which cut names unevenly: "mohammed" -> "moham", "muhammad"
+-> "muhammad"): tokens of ASCII letters beginning with the same letter, and either within one restricted
+Damerau-Levenshtein edit (substitution, insertion, deletion, adjacent transposition; two from ``LONG_WORD``
+letters) of the word or its stem, both at least ``EDIT_LETTERS`` long; or equal to it but for up to
+``MAX_VOWEL_CHANGES`` vowels, where either side may be cut by the stemmer (up to ``MAX_CUT`` letters):
+"muhammad" reaches "moham" through "muham", "Mohammed" reaches "muhammad". Transliterations mostly differ in
+vowels; a consonant changed in a short name is another name. What these rules cannot join: Aqib / Akim (two
+consonants of four letters), Sean / Shaun, Steven / Stephen, Jeffrey / Geoffrey, Katherine / Catherine (the
+first letter), and any name written in lower case.
 
-How they count: each variant is scored by BM25 with its own statistics in a part of its own, weighted
-``VARIANT_WEIGHT`` times its query part, and added to the query's scores without counting in the parts' weight
-sum (keyword.py), so a variant never dilutes the exact matches and a memory holding the word as asked outranks
-one holding only a variant (other things equal). At most ``MAX_VARIANTS`` per word, nearest first.
+How they count: the variants of a query part are scored by BM25, each with its own statistics, in a part of
+their own weighing ``VARIANT_WEIGHT`` times the query part, added to the query's scores without counting in the
+parts' weight sum or the keyword scale (keyword.py): a variant never dilutes the exact matches, and a memory
+holding the name as asked outranks one holding only a variant (other things equal). At most ``MAX_VARIANTS``
+per word, nearest first.
 
 Finding them: the vocabulary is keyed by the first ``KEY_LETTERS`` letters of each token and every string one
 deletion from them (SymSpell's deletion neighbourhood): two words within one edit in their first letters share a
 key, and only the few tokens sharing a key are compared in full. The keys are built lazily, once per index
-generation (the BM25 model's vocabulary, on the first query with a word the index lacks) and extended with the
-delta's tokens as memories are added; a query whose words the index all holds costs a few dictionary lookups.
+generation (the BM25 model's vocabulary, on the first query with a name the index lacks; 23 ms at 5,000 LoCoMo
+memories) and extended with the delta's tokens as memories are added; a query whose names the index all holds
+costs a few dictionary lookups.
 """
 
 from __future__ import annotations
@@ -46,10 +50,13 @@ __all__ = ["MAX_VARIANTS", "MIN_LETTERS", "NO_VARIANTS", "VARIANT_WEIGHT", "Vari
            "spelling_variants", "variants_of"]
 
 VARIANT_WEIGHT = 0.5  # a variant counts half as much as the word itself: an exact match always weighs more
-MIN_LETTERS = 4  # shorter words have too many neighbours one edit away (cat, car, cap, can) to guess among
+MIN_LETTERS = 5  # shorter words have too many neighbours one edit away (want, went; hole, home, hope)
 MAX_VARIANTS = 5
 KEY_LETTERS = 5
-LONG_WORD = 8  # from this length on, two edits (Mohammed / Muhammad)
+LONG_WORD = 9  # from this length on, two edits
+EDIT_LETTERS = 6  # words this long or longer may differ by an edit; shorter ones only as names, by vowels
+MAX_VOWEL_CHANGES = 2  # Mohammed / Muhammad
+_VOWELS = frozenset("aeiouy")
 MAX_CUT = 3  # how many letters longer than a stem a query word may be for the third comparison
 _LETTERS = re.compile(r"[a-z]+")
 
@@ -92,26 +99,50 @@ def _allowed(length: int) -> int:
 
 
 def _keys(word: str) -> set[str]:
+    """The word's first letters, each string one deletion from them, and (for vowel changes anywhere in them)
+    the first letters with every vowel as "*"."""
     head = word[:KEY_LETTERS]
-    return {head, *(head[:i] + head[i + 1:] for i in range(len(head)))}
+    return {head, *(head[:i] + head[i + 1:] for i in range(len(head))),
+            "".join("*" if letter in _VOWELS else letter for letter in head)}
 
 
 def _eligible(word: str) -> bool:
     return len(word) >= MIN_LETTERS and _LETTERS.fullmatch(word) is not None
 
 
-def distance(written: str, stem: str, token: str) -> int | None:
-    """How far an index token is from a query word (``written`` lowercased, and its ``stem``) by the three
-    comparisons of the module docstring, or None when none of them reaches it."""
-    pairs = [(stem, token), (written, token)]
-    if len(token) >= KEY_LETTERS and 0 < len(written) - len(token) <= MAX_CUT:
-        pairs.append((written[: len(token)], token))
-    found = None
-    for a, b in pairs:
-        limit = _allowed(min(len(a), len(b)))
-        if (d := edit_distance(a, b, limit)) <= limit and (found is None or d < found):
-            found = d
-    return found
+def _vowel_changes(a: str, b: str) -> int | None:
+    """How many letters of two strings of one length differ, when each difference is one vowel for another;
+    else None."""
+    if len(a) != len(b):
+        return None
+    changed = 0
+    for x, y in zip(a, b, strict=True):
+        if x != y:
+            if x not in _VOWELS or y not in _VOWELS:
+                return None
+            changed += 1
+    return changed
+
+
+def distance(written: str, stem: str, token: str, *, named: bool) -> int | None:
+    """How far an index token is from a query word (``written`` lowercased, and its ``stem``) by the comparisons
+    of the module docstring (``named``: the query writes the word as a name), or None when none reaches it."""
+    if token[0] != written[0]:
+        return None
+    found: list[int] = []
+    for a in {stem, written}:  # the words whole: one edit (two from LONG_WORD letters)
+        limit = _allowed(min(len(a), len(token)))
+        if min(len(a), len(token)) >= EDIT_LETTERS and (d := edit_distance(a, token, limit)) <= limit:
+            found.append(d)
+    cuts = [(written, token), (stem, token), (token, stem)]  # either side cut by the stemmer ("moham")
+    for longer, shorter in [(a, b) for a, b in cuts if 0 < len(a) - len(b) <= MAX_CUT] + [(written, token), (stem, token)]:
+        if len(shorter) < MIN_LETTERS:
+            continue
+        head = longer[: len(shorter)]
+        changes = _vowel_changes(head, shorter) if named else (0 if head == shorter else None)
+        if changes is not None and changes <= MAX_VOWEL_CHANGES:
+            found.append(changes)
+    return min(found, default=None)
 
 
 class _Vocabulary:
@@ -171,7 +202,7 @@ def _vocabulary(snapshot: IndexSnapshot) -> _Vocabulary:
     return vocabulary
 
 
-def variants_of(snapshot: IndexSnapshot, written: str, stem: str) -> list[str]:
+def variants_of(snapshot: IndexSnapshot, written: str, stem: str, *, named: bool = True) -> list[str]:
     """The index tokens spelled nearly like a query word the index does not hold, nearest first (at most
     MAX_VARIANTS); none for a word it holds or one that is not eligible (module docstring)."""
     written = written.lower()
@@ -182,7 +213,7 @@ def variants_of(snapshot: IndexSnapshot, written: str, stem: str) -> list[str]:
         if stem in vocabulary.delta:
             return []
         candidates = vocabulary.candidates(written) | vocabulary.candidates(stem)
-    ranked = sorted((d, token) for token in candidates if (d := distance(written, stem, token)) is not None)
+    ranked = sorted((d, token) for token in candidates if (d := distance(written, stem, token, named=named)) is not None)
     return [token for _, token in ranked[:MAX_VARIANTS]]
 
 
@@ -195,7 +226,9 @@ def spelling_variants(snapshot: IndexSnapshot, worded: Sequence[Sequence[tuple[s
     terms: list[tuple[str, str]] = []
     for words, (_, weight) in zip(worded, parts, strict=True):
         tokens: list[str] = []
-        for written, stem in words:
+        for position, (written, stem) in enumerate(words):
+            if position == 0 or not written[:1].isupper():  # only a word the query writes as a name
+                continue
             for variant in variants_of(snapshot, written, stem):
                 tokens.append(variant)
                 terms.append((written, variant))
