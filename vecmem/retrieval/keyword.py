@@ -135,13 +135,15 @@ class IndexSnapshot:
             mask &= in_scope
         return FilterView(self, mask, memory_filter, {name: int(sizes[code]) for code, name in enumerate(_TYPE_NAMES)})
 
-    def search(self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView, top_n: int) -> KeywordResult:
+    def search(self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView, top_n: int,
+               variants: Sequence[tuple[Sequence[str], float]] = ()) -> KeywordResult:
         """BM25 of the memories the view lets through; ``query_parts`` are (tokens, weight) pairs whose scores
-        are averaged by weight: one part for a plain query, one per utterance for a dialogue."""
+        are averaged by weight: one part for a plain query, one per utterance for a dialogue. ``variants``:
+        parts added at their weight outside that average (spelling variants, variants.py)."""
         count = self.count
         total = np.zeros(count, dtype=np.float64)
         weight_sum = sum(weight for _, weight in query_parts)
-        for tokens, weight in query_parts:
+        for tokens, weight in [*query_parts, *variants]:
             if not tokens or weight <= 0:
                 continue
             if self._model is not None and self.main_size:
@@ -258,13 +260,12 @@ class KeywordIndex:
         """The filter's mask over a fresh snapshot of the index, for one search."""
         return self.snapshot().view(memory_filter)
 
-    def search(
-        self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView | MemoryFilter, top_n: int
-    ) -> KeywordResult:
+    def search(self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView | MemoryFilter,
+               top_n: int, variants: Sequence[tuple[Sequence[str], float]] = ()) -> KeywordResult:
         """BM25 of the memories the view (or filter) lets through, over the view's own snapshot."""
         if isinstance(view, MemoryFilter):
             view = self.view(view)
-        return view.snapshot.search(query_parts, view, top_n)
+        return view.snapshot.search(query_parts, view, top_n, variants)
 
     # ------------------------------------------------------------------------------------------ edits
 

@@ -37,6 +37,7 @@ from vecmem.retrieval.relevance import Cohort
 from vecmem.retrieval.replica import Replicas, _Copy
 from vecmem.retrieval.timeframe import TimeWindow, find_window
 from vecmem.retrieval.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
+from vecmem.retrieval.variants import NO_VARIANTS, spelling_variants
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 
@@ -139,9 +140,12 @@ class Retriever:
         # of its candidates (both take a few ms; the embedding 8 ms, mostly outside the GIL).
         pending = None if mode == "keyword" else self._submit(self._query_vector, query, utterances)
         keyword: KeywordResult | None = None
+        variants = NO_VARIANTS
         stored: dict[str, np.ndarray] | None = None
         if mode != "dense":
-            keyword = snapshot.index.search(query_parts(worded), view, wanted)
+            asked_parts = query_parts(worded)
+            variants = spelling_variants(view.snapshot, worded, asked_parts)  # words the index lacks (variants.py)
+            keyword = snapshot.index.search(asked_parts, view, wanted, variants.parts)
             top = [memory_id for memory_id, _ in keyword.top]
             if held is not None and held.complete:
                 top = []  # every vector is held
@@ -185,7 +189,7 @@ class Retriever:
                 parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day,
                       window=window)[:k]
-        asked = [term for part in worded for term in part]
+        asked = [term for part in worded for term in part] + list(variants.terms)  # variants: "Muhammad" matched
         # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
                         matched_terms=matched_terms(query, asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))

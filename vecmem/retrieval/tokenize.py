@@ -30,6 +30,7 @@ from itertools import pairwise
 import numpy as np
 
 from vecmem.models import MemoryRecord
+from vecmem.retrieval.speakers import ADDRESS, is_dialogue_turn, split_addresses
 from vecmem.text import CJK_RUN, char_bigrams, cjk_runs, has_cjk
 
 __all__ = ["matched_terms", "memory_tokens", "recency_weights", "split_dialogue", "terms", "tokenize", "warm_up"]
@@ -145,8 +146,13 @@ def _bigrams(words: list[str]) -> list[str]:
 
 
 def memory_tokens(record: MemoryRecord) -> list[str]:
-    """What a memory is found by: its content, tags and retrieval context."""
-    return tokenize(" ".join([record.content, *record.tags, record.context]))
+    """What a memory is found by: its content, tags and retrieval context. In a turn of a dialogue, a name the
+    turn (or its context) addresses is an address token, not the name's (speakers.py)."""
+    text = " ".join([record.content, *record.tags, record.context])
+    if not is_dialogue_turn(record.content):
+        return tokenize(text)
+    plain, addressed = split_addresses(text)
+    return tokenize(plain) + [ADDRESS + token for token in tokenize(" ".join(addressed))]
 
 
 def split_dialogue(query: str) -> list[str] | None:
