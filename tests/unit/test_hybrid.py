@@ -95,7 +95,8 @@ def test_updates_and_restores_reach_the_keyword_side(make_bank, settings):
     record = bank.add("the quokka lives in Australia")
     assert bank.search("quokka", 1)[0].id == record.id
     bank.update(record.id, content="the wombat lives in Australia")
-    assert bank.search("quokka", 1) == [] and bank.search("wombat", 1)[0].id == record.id
+    (left,) = bank.search("quokka", 1)  # still one hit (k whenever k are visible), but no longer a match
+    assert left.keyword == 0.0 and left.matched_terms == () and bank.search("wombat", 1)[0].id == record.id
     bank.update(record.id, tags=["marsupial"])
     assert bank.search("marsupial", 1)[0].id == record.id
     newer = bank.add("the wombat moved to Tasmania")
@@ -146,3 +147,19 @@ def test_legacy_memories_without_stored_keywords_are_tokenized(make_bank, settin
     collection.update(ids=[record.id], metadatas=[{"keywords": None}])
     fresh = make_bank(settings=settings.with_changes(search_mode="keyword"))
     assert fresh.search("pangolin", 1)[0].id == record.id
+
+
+@pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
+def test_k_results_whenever_k_memories_are_visible(make_bank, settings, mode):
+    """A query that shares a word with one memory still gets k results in every mode: the rest by the priors
+    (recency, importance), below the one it matched."""
+    bank = make_bank(settings=settings.with_changes(search_mode=mode))
+    matched = bank.add("the cat sleeps on the sofa", importance=0.1)
+    others = [bank.add(text, importance=importance) for text, importance in (
+        ("quarterly revenue report", 0.9), ("dentist on friday", 0.5), ("a blue umbrella", 0.3))]
+    bank.add("hidden in another session", session_id="elsewhere")
+    hits = bank.search("cat", 4)
+    assert len(hits) == 4 and {hit.id for hit in hits} == {matched.id, *(o.id for o in others)}
+    if mode != "dense":
+        assert hits[0].id == matched.id
+    assert len(bank.search("cat", 10)) == 4  # never another session's memory to make up the number

@@ -125,6 +125,8 @@ def test_muhammad_finds_the_memory_that_says_mohammed(make_bank, settings, mode)
     for text in ["I need to return the library books", "My sister lent me her bicycle",
                  "The ladder in the garage is broken", "We watched a film at the weekend"]:
         bank.add(text)
-    (hit,) = bank.search("What did Muhammad lend me?", 1)
-    assert hit.id == target.id
-    assert "Muhammad" in hit.matched_terms
+    hits = bank.search("What did Muhammad lend me?", 2)
+    found = next(hit for hit in hits if hit.id == target.id)  # hybrid: the fake embedder's dense side may lead
+    assert found.keyword == 1.0 and "Muhammad" in found.matched_terms
+    if mode == "keyword":
+        assert hits[0].id == target.id

@@ -169,6 +169,10 @@ class Retriever:
                 self._add_cosines(user, vector, keyword_only, view, dense)
         if window is not None:  # issue 19 item 7: memories of the window that neither side found
             candidates += self._window_candidates(user, window, view, wanted, set(candidates), vector, held, dense)
+        if len(candidates) < k:  # fewer matched than asked for (keyword mode): k whenever k are visible
+            weights = settings.weights
+            candidates += view.best_by_priors(k - len(candidates), set(candidates), now.timestamp(), weights.recency,
+                                              weights.importance, settings.recency_decay_per_day)
         fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight,
                         None if vector is None else self._cohort.stats(vector))
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned

@@ -62,6 +62,29 @@ class FilterView:
         inside = inside[np.argsort(-created[inside], kind="stable")]
         return [str(memory_id) for memory_id in self.snapshot.id_array[inside]]
 
+    def best_by_priors(self, limit: int, skip: set[str], now: float, recency_weight: float, importance_weight: float,
+                       decay_per_day: float) -> list[str]:
+        """The ``limit`` visible memories not in ``skip`` that the reranker's priors alone rank first (recency of
+        the later of created and stored last use, importance): what tops up a search whose query matched fewer
+        than k memories, read from the catalogue alone (one pass over the visible slots)."""
+        if limit <= 0:
+            return []
+        size = self.mask.size
+        mask = self.mask.copy()
+        for memory_id in skip:
+            if (slot := self._slots.get(memory_id)) is not None and slot < size:
+                mask[slot] = False
+        slots = np.flatnonzero(mask)
+        if slots.size == 0:
+            return []
+        used = np.maximum(self.snapshot.created[:size][slots], self.snapshot.last[:size][slots])
+        days = np.maximum(0.0, now - used) / 86_400.0
+        priors = recency_weight * np.exp(-decay_per_day * days) + importance_weight * self.snapshot.importance[:size][slots]
+        if slots.size > limit:
+            keep = np.argpartition(-priors, limit - 1)[:limit]
+            slots, priors = slots[keep], priors[keep]
+        return [str(memory_id) for memory_id in self.snapshot.id_array[slots[np.argsort(-priors, kind="stable")]]]
+
     def type_of(self, memory_id: str) -> str | None:
         slot = self._slots.get(memory_id)
         return None if slot is None else _TYPE_NAMES[int(self.snapshot.types[slot])]
