@@ -38,7 +38,7 @@ from vecmem.retrieval.keyword import KeywordResult
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, terms
 
-__all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "cosine", "query_parts", "query_terms"]
+__all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "Fusions", "cosine", "query_parts", "query_terms"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
@@ -97,6 +97,21 @@ class Fusion:
             scale = self.keyword.scale
             sides.append(min(1.0, self.keyword.score_of(memory_id) / scale) if scale > 0 else 0.0)
         return max(sides, default=0.0)
+
+
+class Fusions:
+    """The fusions of a multi-part question, one per part (question.py): a memory counts by the part that
+    points at it most, so each part's best match reaches the top however many words the other parts have."""
+
+    def __init__(self, fusions: list[Fusion]) -> None:
+        self.fusions = fusions
+
+    def parts(self, memory_id: str) -> tuple[float, float | None, float | None]:
+        """``Fusion.parts`` of the part that gives the memory its highest similarity."""
+        return max((fusion.parts(memory_id) for fusion in self.fusions), key=lambda parts: parts[0])
+
+    def relevance(self, memory_id: str) -> float:
+        return max(fusion.relevance(memory_id) for fusion in self.fusions)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

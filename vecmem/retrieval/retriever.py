@@ -19,7 +19,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -29,15 +29,16 @@ from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedders import Embedder
-from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, cosine, query_parts, query_terms
+from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, Fusions, cosine, query_parts, query_terms
 from vecmem.retrieval.held import HeldVectors
 from vecmem.retrieval.keyword import FilterView, KeywordIndex, KeywordResult
+from vecmem.retrieval.question import split_question
 from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
 from vecmem.retrieval.relevance import Cohort
-from vecmem.retrieval.replica import Replicas, _Copy
+from vecmem.retrieval.replica import Replicas, Snapshot, _Copy
 from vecmem.retrieval.timeframe import TimeWindow, find_window
 from vecmem.retrieval.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
-from vecmem.retrieval.variants import NO_VARIANTS, spelling_variants
+from vecmem.retrieval.variants import NO_VARIANTS, Variants, spelling_variants
 from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
 
@@ -49,6 +50,18 @@ PREFETCH_VECTORS_AT_MOST = 64  # keyword candidates whose vectors are read while
 MAX_UNFILTERED = 320  # the largest unfiltered over-fetch (5 ms at 100,000 memories) before restricting by id
 
 _Result = TypeVar("_Result")
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What one query (or one part of a multi-part question) found: its candidates, their cosines (when the
+    dense side ran), its keyword scores, its embedding and the spelling variants its names were widened by."""
+
+    candidates: list[str]
+    dense: dict[str, float]
+    keyword: KeywordResult | None
+    vector: Any
+    variants: Variants
 
 
 class Retriever:
@@ -129,13 +142,58 @@ class Retriever:
         # issue 19 item 7: the time the query names, a soft window for the recency term (rank.py); none when
         # recency has no weight, so similarity-only weights rank exactly as without it
         window = find_window(query, now) if settings.weights.recency > 0 else None
-        mode = settings.search_mode
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
         utterances = split_dialogue(query)
         worded = query_terms(query, utterances)
         snapshot = self._replicas.snapshot(user)
-        held = snapshot.vectors
         view = snapshot.index.view(memory_filter)
+        # a question that asks several things is retrieved part by part, each memory counting by the part that
+        # points at it most (question.py); anything else is one part
+        questions = split_question(query) if utterances is None else None
+        asked = [(query, utterances, worded)] if questions is None else [(q, None, query_terms(q, None))
+                                                                         for q in questions]
+        sides = [self._side(user, text, said, words, snapshot, view, wanted) for text, said, words in asked]
+        candidates = list(dict.fromkeys(memory_id for side in sides for memory_id in side.candidates))
+        vector, dense, held = sides[0].vector, sides[0].dense, snapshot.vectors
+        if window is not None:  # issue 19 item 7: memories of the window that neither side found
+            candidates += self._window_candidates(user, window, view, wanted, set(candidates), vector, held, dense)
+        if len(candidates) < k:  # fewer matched than asked for (keyword mode): k whenever k are visible
+            weights = settings.weights
+            candidates += view.best_by_priors(k - len(candidates), set(candidates), now.timestamp(), weights.recency,
+                                              weights.importance, settings.recency_decay_per_day)
+        fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
+                          None if side.vector is None else self._cohort.stats(side.vector)) for side in sides]
+        fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
+        used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
+        ranked = self._preselect(candidates, fusion, view, now, used, window)
+        pairs: list[tuple[MemoryRecord, float]] = []
+        parts: dict[str, tuple[float | None, float | None, float]] = {}
+        fetched = 0
+        # Fetch the best few by the catalogue's ranking; more only when some turn out hidden or gone (another
+        # process changed them since the catalogue was last checked). Each row read costs 0.1 to 0.2 ms.
+        while len(pairs) < k and fetched < len(ranked):
+            chosen = ranked[fetched : fetched + (k - len(pairs)) + FETCH_SPARES]
+            fetched += len(chosen)
+            for record in self.access.apply(self._replicas.records(user, snapshot, chosen, view), known=used):
+                if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
+                    continue
+                similarity, dense_part, relative = fusion.parts(record.id)
+                pairs.append((record, similarity))
+                parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
+        hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day,
+                      window=window)[:k]
+        terms_asked = [term for part in worded for term in part]
+        terms_asked += [term for side in sides for term in side.variants.terms]  # variants: "Muhammad" matched
+        # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
+        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
+                        matched_terms=matched_terms(query, terms_asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
+                for hit in hits]
+
+    def _side(self, user: str, query: str, utterances: list[str] | None, worded: list[list[tuple[str, str]]],
+              snapshot: Snapshot, view: FilterView, wanted: int) -> _Side:
+        """Both sides' candidates of one query (or one part of a multi-part question), each with its cosine."""
+        mode = self.settings.search_mode
+        held = snapshot.vectors
         # The query is embedded in another thread while the keyword side runs here and reads the stored vectors
         # of its candidates (both take a few ms; the embedding 8 ms, mostly outside the GIL).
         pending = None if mode == "keyword" else self._submit(self._query_vector, query, utterances)
@@ -167,37 +225,7 @@ class Retriever:
                 dense.update((i, cosine(stored[i], vector)) for i in keyword_only if i in stored)
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
-        if window is not None:  # issue 19 item 7: memories of the window that neither side found
-            candidates += self._window_candidates(user, window, view, wanted, set(candidates), vector, held, dense)
-        if len(candidates) < k:  # fewer matched than asked for (keyword mode): k whenever k are visible
-            weights = settings.weights
-            candidates += view.best_by_priors(k - len(candidates), set(candidates), now.timestamp(), weights.recency,
-                                              weights.importance, settings.recency_decay_per_day)
-        fusion = Fusion(None if vector is None else dense, keyword, settings.dense_weight,
-                        None if vector is None else self._cohort.stats(vector))
-        used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
-        ranked = self._preselect(candidates, fusion, view, now, used, window)
-        pairs: list[tuple[MemoryRecord, float]] = []
-        parts: dict[str, tuple[float | None, float | None, float]] = {}
-        fetched = 0
-        # Fetch the best few by the catalogue's ranking; more only when some turn out hidden or gone (another
-        # process changed them since the catalogue was last checked). Each row read costs 0.1 to 0.2 ms.
-        while len(pairs) < k and fetched < len(ranked):
-            chosen = ranked[fetched : fetched + (k - len(pairs)) + FETCH_SPARES]
-            fetched += len(chosen)
-            for record in self.access.apply(self._replicas.records(user, snapshot, chosen, view), known=used):
-                if not memory_filter.matches(record):  # defence in depth: never trust a filter we did not write
-                    continue
-                similarity, dense_part, relative = fusion.parts(record.id)
-                pairs.append((record, similarity))
-                parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
-        hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day,
-                      window=window)[:k]
-        asked = [term for part in worded for term in part] + list(variants.terms)  # variants: "Muhammad" matched
-        # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
-        return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
-                        matched_terms=matched_terms(query, asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
-                for hit in hits]
+        return _Side(candidates, dense, keyword, vector, variants)
 
     def _add_cosines(
         self, user: str, vector: Any, memory_ids: list[str], view: FilterView, dense: dict[str, float]
@@ -214,7 +242,7 @@ class Retriever:
                                                sizes=view.type_sizes)
             dense.update(zip(ids, cosines, strict=True))
 
-    def _preselect(self, candidates: list[str], fusion: Fusion, view: FilterView, now: datetime,
+    def _preselect(self, candidates: list[str], fusion: Fusion | Fusions, view: FilterView, now: datetime,
                    used: Mapping[str, tuple[int, float]], window: TimeWindow | None = None) -> list[str]:
         """The candidates, best first by the reranker's own score computed from the in-memory catalogue and
         the access statistics (``used``), so that only the best few are fetched from Chroma."""

@@ -1,0 +1,69 @@
+"""The parts of a multi-part question: "下属的学历是什么？另外，我用的家电是啥呀？", "Where does Jon work, and what
+does he drive?".
+
+Retrieved whole, such a question is one bag of words: the keyword score of a memory is measured against the
+question's best match, so the part with the rarer words (or simply more of them) drowns the other, and its one
+embedding lands between the two topics. So each part is retrieved on its own and every memory counts by the
+part that points at it most (``fusion.Fusions``), which puts each part's best match at the top together.
+
+A question is split only where it plainly asks two things:
+
+* at sentence ends (？ ? ！ ! 。 ； ;), and at a connective that opens a new question: 另外 / 以及 anywhere,
+  此外 / 还有 / 顺便 / 再问 at a clause's start (还有 inside one is "still have") in Chinese; "also", "besides",
+  "additionally", "plus" at a clause's start ("What does Jon also like?" is one question), and "and" or a
+  comma followed by a question word, in English;
+* and only into parts that each ask something (a question mark, a question word, or a Chinese question particle
+  or pronoun); a part that asks nothing ("Hi!", "我最近在装修。") stays with the question after it, as its
+  context: split off, "Hi" would pull every memory that says hi to the top beside the real answer;
+* into two to four parts: more is a passage pasted as a query, not a list of questions, and stays whole.
+
+A query shaped like a conversation is never split here: its lines are utterances of one exchange
+(``tokenize.split_dialogue``), weighed by recency instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vecmem.retrieval.tokenize import tokenize
+
+__all__ = ["MOST_PARTS", "split_question"]
+
+MOST_PARTS = 4
+_SENTENCE_END = re.compile(r"(?<=[?？!！。；;])\s*")
+_ZH_OPENERS = ("此外", "还有", "顺便问一下", "顺便问下", "顺便", "再问一下", "再问下", "再问")  # at a clause's start
+_ZH_JOINERS = ("另外", "以及")  # anywhere: 还有 mid-clause is "still have", 另外 and 以及 always join
+_EN_WH = r"(?:what|where|when|who|whom|whose|which|why|how|is|are|was|were|do|does|did|can|could|should|would|will)"
+_CONNECTIVE = re.compile(
+    r"\s*(?:(?:(?<=[,，])|^)\s*(?:and\s+also|also|besides|additionally|plus)\b[,，]?\s*"
+    rf"|(?<![\w])and\s+(?={_EN_WH}\b)"
+    rf"|(?<=[,，])\s*(?={_EN_WH}\b)"
+    r"|(?:(?<=[,，])|^)\s*(?:" + "|".join(_ZH_OPENERS) + r")[,，]?\s*"
+    r"|(?:" + "|".join(_ZH_JOINERS) + r")[,，]?\s*)",
+    re.IGNORECASE,
+)
+_ASKS_EN = re.compile(rf"\?\s*$|^\W*{_EN_WH}\b", re.IGNORECASE)  # a question mark, or opens as a question
+_ASKS_ZH = re.compile(r"[？?]\s*$|[吗呢][？?。！!]?\s*$|什么|啥|哪|谁|多少|怎么|为什么|是否|有没有|是不是")
+
+
+def split_question(query: str) -> list[str] | None:
+    """The parts of a question that asks two to MOST_PARTS things (module docstring), else None."""
+    pieces = [piece for sentence in _SENTENCE_END.split(query.strip()) for piece in _CONNECTIVE.split(sentence)]
+    parts: list[str] = []
+    pending = ""  # what asks nothing yet, kept for the next part that does
+    for piece in (piece.strip(" ,，、") for piece in pieces):
+        if not piece:
+            continue
+        text = f"{pending} {piece}".strip() if pending else piece
+        if _asks(piece) and tokenize(piece):
+            parts.append(text)
+            pending = ""
+        else:
+            pending = text
+    if pending and parts:
+        parts[-1] = f"{parts[-1]} {pending}"
+    return parts if 2 <= len(parts) <= MOST_PARTS else None
+
+
+def _asks(text: str) -> bool:
+    return bool(_ASKS_EN.search(text) or _ASKS_ZH.search(text))
