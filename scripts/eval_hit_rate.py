@@ -175,6 +175,10 @@ def run(
         for weights, mode in [(w, m) for w in (weightings or [settings.weights]) for m in modes]:
             bank = MemoryBank(base.with_changes(search_mode=mode, weights=weights), embedder=recording,
                               clock=lambda: clock_now["value"])
+            # searched as a long-running process (the chat, `vecmem serve`) searches: with each user's vectors held,
+            # so the dense side is an exact scan (retrieval/held.py), not the index's approximate neighbours
+            for user in sorted({record.user_id for record in dataset.records}):
+                bank.warm_up(user_id=user)
             ranked: list[list[str]] = []
             started = time.perf_counter()
             with Progress(transient=True, disable=not progress) as bar:

@@ -46,12 +46,13 @@ def test_held_vectors_rank_exactly_as_stored_ones(stocked_pair, monkeypatch):
     held, reading = stocked_pair
     vectors = held._retriever._current("default").vectors
     assert len(vectors) == 300
-    answered = []
-    original = vectors.cosines
+    answered, scanned = [], []
+    original, nearest = vectors.cosines, vectors.nearest
     monkeypatch.setattr(vectors, "cosines", lambda ids, query: answered.append(len(ids)) or original(ids, query))
+    monkeypatch.setattr(vectors, "nearest", lambda *args: scanned.append(1) or nearest(*args))
     for query in ("heron crane", "teal wigeon goose 17", "duck", "egret swan ibis stork", "17 23 42 99"):
         assert _ranked(held, query) == _ranked(reading, query)
-    assert sum(answered) > 10  # keyword-only candidates were compared from the held vectors
+    assert len(scanned) == 5  # the dense side scanned the held vectors exactly, no index asked
 
 
 def test_held_vectors_follow_edits_here_and_in_another_process(stocked_pair):
@@ -66,6 +67,25 @@ def test_held_vectors_follow_edits_here_and_in_another_process(stocked_pair):
     expected = held.embedder.embed_documents(["a pelican on the pier"])[0]
     cosine = vectors.cosines(["b4"], expected)["b4"]
     assert cosine == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_nearest_is_the_exact_top_among_those_kept(seed):
+    rng = np.random.default_rng(seed)
+    held = HeldVectors()
+    ids = [f"m{i}" for i in range(500)]
+    matrix = rng.normal(size=(500, 16)).astype(np.float32)
+    held.put(ids, matrix)
+    held.remove(ids[:50])  # freed rows are never answered
+    query = rng.normal(size=16).astype(np.float32)
+    kept = {i for i in ids[50:] if int(i[1:]) % 3}  # a filter that hides a third
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    exact = sorted(((float(unit[int(i[1:])] @ (query / np.linalg.norm(query))), i) for i in kept), reverse=True)
+    found = held.nearest(query, 20, kept.__contains__)
+    assert list(found) == [i for _, i in exact[:20]]
+    assert list(found.values()) == pytest.approx([c for c, _ in exact[:20]], abs=1e-5)
+    assert len(held.nearest(query, 1000, kept.__contains__)) == len(kept)  # fewer kept than wanted: all of them
+    assert held.nearest(query, 5, lambda memory_id: False) == {}
 
 
 def test_the_loader_never_replaces_a_newer_vector():

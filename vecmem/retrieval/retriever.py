@@ -47,6 +47,7 @@ __all__ = ["DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY", "Retriever"]
 DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
 FETCH_SPARES = 3  # records fetched beyond the k wanted: ties, and a catalogue a little behind the store
 PREFETCH_VECTORS_AT_MOST = 64  # keyword candidates whose vectors are read while the query is embedded (3 ms)
+EXACT_SCAN_AT_MOST = 100_000  # a user's held vectors are scanned exactly up to this many (_dense_candidates)
 MAX_UNFILTERED = 320  # the largest unfiltered over-fetch (5 ms at 100,000 memories) before restricting by id
 
 _Result = TypeVar("_Result")
@@ -214,7 +215,7 @@ class Retriever:
         dense: dict[str, float] = {}
         vector = None if pending is None else pending.result()
         if vector is not None:
-            dense = self._dense_candidates(user, vector, wanted, view)
+            dense = self._dense_candidates(user, vector, wanted, view, held)
         candidates = list(dense) + [i for i, _ in (keyword.top if keyword else []) if i not in dense]
         if vector is not None:  # keyword-only candidates: their cosine from their stored vectors
             keyword_only = [memory_id for memory_id in candidates if memory_id not in dense]
@@ -276,8 +277,14 @@ class Retriever:
             self._add_cosines(user, vector, [i for i in added if i not in dense], view, dense)
         return added
 
-    def _dense_candidates(self, user: str, vector: Any, wanted: int, view: FilterView) -> dict[str, float]:
+    def _dense_candidates(self, user: str, vector: Any, wanted: int, view: FilterView,
+                          held: HeldVectors | None = None) -> dict[str, float]:
         """The ``wanted`` nearest memories the filter lets through, as {id: cosine}.
+
+        Exactly, from the vectors this process holds (held.py), when it holds all of a user's and the user has
+        at most EXACT_SCAN_AT_MOST memories: an HNSW index answers approximately (on a 9,000-turn benchmark its
+        top 10 differed from the exact one in 21 of 706 questions), and a scan of 100,000 held vectors costs
+        about as much as a Chroma query (3.8 ms). Otherwise from the store, as follows.
 
         Chroma's where-filter costs 140 to 300 ms at 100,000 memories. Instead only the collections of the
         filter's types are searched, and within them, when the filter lets most memories through, Chroma is
@@ -288,6 +295,8 @@ class Retriever:
         process wrote since the index was last checked are not searched until the next check
         (``VECMEM_INDEX_CHECK_SECONDS``).
         """
+        if held is not None and held.complete and len(held) <= EXACT_SCAN_AT_MOST:
+            return held.nearest(vector, wanted, lambda memory_id: view.visible(memory_id) is not False)
         types = view.memory_filter.types  # a type filter is a choice of collections (store.py)
         fetch = max(wanted, math.ceil(1.3 * wanted / max(view.fraction, 1e-6)))
         while fetch <= MAX_UNFILTERED and view.count > 16 * fetch:  # unfiltered is cheaper than restricting
