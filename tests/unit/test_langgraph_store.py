@@ -110,7 +110,8 @@ def test_a_query_is_ranked_by_vecmem_with_its_scores(store, bank):
     store.put(("alice", "memories"), "quiet", {"text": "Alice drinks green tea too"}, index=False)
     found = store.search(("alice", "memories"), query="what does alice drink? green tea")
     assert [i.key for i in found] == ["tea", "bike", "quiet"]  # the unindexed item last, unscored
-    hits = {hit.id: hit.score for hit in bank.search("what does alice drink? green tea", k=5, user_id="alice",
+    # each item's score is its hit's cosine: comparable between the searches one LangGraph search may merge
+    hits = {hit.id: hit.dense for hit in bank.search("what does alice drink? green tea", k=5, user_id="alice",
                                                      session_id="memories", record_access=False)}
     assert [i.score for i in found[:2]] == [hits[item_id(("alice", "memories"), k)] for k in ("tea", "bike")]
     assert found[2].score is None

@@ -117,16 +117,24 @@ def test_a_query_without_a_date_ranks_exactly_as_the_reranker_alone(diary):
             assert hit.recency == recency(hit.record, NOW, 0.01)  # closeness to now, not to any window
 
 
-def test_with_similarity_only_weights_a_date_changes_nothing(make_bank, clock, settings):
+def test_with_similarity_only_weights_a_date_is_evidence(make_bank, clock, settings):
+    """The date a question names is part of what it asks (fusion.py): with similarity alone, of two memories
+    the words match alike, the one from that day leads, and the other keeps the share not resting on the date."""
+    from vecmem.retrieval.fusion import DATE_SHARE
+
     clock.now = NOW
-    bank = make_bank(settings=settings.with_changes(weights=RankWeights(1, 0, 0)))
-    for memory_id, content, when in DIARY:
-        bank.add(content, memory_id=memory_id, created_at=when)
-    dated = bank.search("what did I do last Tuesday", 7, record_access=False)
-    for hit in dated:
-        assert hit.score == pytest.approx(hit.similarity)
-        assert hit.recency == recency(hit.record, NOW, 0.01)  # no window was read
-    assert [hit.score for hit in dated] == sorted((hit.score for hit in dated), reverse=True)
+    bank = make_bank(settings=settings.with_changes(weights=RankWeights(1, 0, 0)), embedder=WideFakeEmbedder())
+    april = datetime(2026, 4, 7, 19, tzinfo=UTC)
+    bank.add(CHESS, memory_id="april-chess", created_at=april)
+    bank.add(CHESS, memory_id="tuesday-chess", created_at=TUESDAY)
+    undated = bank.search("where did I play chess", 2, record_access=False)
+    assert undated[0].similarity == pytest.approx(undated[1].similarity)  # the words cannot tell them apart
+    dated = bank.search("where did I play chess last Tuesday", 2, record_access=False)
+    assert ids(dated) == ["tuesday-chess", "april-chess"]
+    assert all(hit.score == pytest.approx(hit.similarity) for hit in dated)
+    window_start = datetime(2026, 5, 26, tzinfo=UTC)  # last Tuesday, one day long
+    closeness = math.exp(-(window_start - april).total_seconds() / 86_400)
+    assert dated[1].similarity == pytest.approx(dated[0].similarity * (1 - DATE_SHARE + DATE_SHARE * closeness))
 
 
 def test_recency_within_a_window_is_the_closeness_to_it(diary):

@@ -18,6 +18,15 @@ Each side then weighs as much as it is *informative* for this query, so an empty
   query (relevance.keyword_scale), capped at 1; 0 when nothing matched.
 
 similarity = w·a_d·dense + (1 - w)·a_k·keyword (``w`` = ``VECMEM_DENSE_WEIGHT``, 0.5; one side alone: a·side).
+
+A date the query names ("in May 2023", 去年五月; timeframe.py) is part of what it asks, so it is evidence too,
+not a prior: the similarity is multiplied by ``1 - d + d·closeness`` (``d`` = DATE_SHARE, 0.5), closeness being
+1 for a memory created inside the window and decaying with the days outside it (timewindow.py). A memory that
+matches the words but not the date keeps half its similarity. On LoCoMo (279 of 1,986 questions name a date;
+similarity-only weights) R@5 / R@10 went from 66.4 / 76.8 to 69.0 / 78.9, and any ``d`` from 0.3 to 0.7 gave
+the same within 0.4 point (also adding ``d·closeness`` instead). A query shaped like a conversation names no
+window here: its "today" and 今天 describe the speaker's present, not the memories asked for (on MADial-Bench,
+whose queries are dialogues, reading them cost 0.7 point of R@5).
 It is *not* divided by the weights' sum: a query whose best evidence is weak gives every memory a low
 similarity, and the reranker lets recency and importance decide more there (rank.py), as it should when the
 query says little. The weight 0.5 was chosen on halves of the dev data: over {0.3 .. 0.7}, 0.4 won on the even
@@ -32,16 +41,19 @@ reorder the keyword side's Chinese matches; see the README's evaluation section 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from vecmem.retrieval.keyword import KeywordResult
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, terms
 
-__all__ = ["DIALOGUE_KEYWORD_DECAY", "Fusion", "Fusions", "cosine", "query_parts", "query_terms"]
+__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "Fusion", "Fusions", "cosine", "query_parts", "query_terms"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
+DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
 
 
 class Fusion:
@@ -49,7 +61,8 @@ class Fusion:
     candidates (all of them, so the best is known); ``cohort``: the query's cosines with the cohort, summed up."""
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
-                 cohort: CohortStats | None = None) -> None:
+                 cohort: CohortStats | None = None, dates: Mapping[str, float] | None = None) -> None:
+        self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
         self.dense_weight = dense_weight
@@ -86,6 +99,8 @@ class Fusion:
             similarity += self._dense_weight * min(1.0, max(0.0, scaled))
         if relative is not None:
             similarity += self._keyword_weight * relative
+        if self.dates is not None:
+            similarity *= 1.0 - DATE_SHARE + DATE_SHARE * self.dates.get(memory_id, 1.0)
         return min(1.0, similarity), cosine, relative
 
     def relevance(self, memory_id: str) -> float:

@@ -22,8 +22,8 @@ When the query names a time ("last Tuesday", 去年五月: timeframe.py), the re
 closeness to that window (``TimeWindow.closeness``: 1 for a memory created inside it, decaying with the days
 outside, in units of the window's length): the question says which time matters, and it is not "now". It is
 read from ``created_at`` only, for the question is about when something happened or was said, not when the
-memory was last used. The term keeps its weight, so with similarity-only weights (1 / 0 / 0) a window changes
-nothing, as those weights ask.
+memory was last used. The date is also evidence in the similarity itself (fusion.py), so it counts with
+similarity-only weights (1 / 0 / 0) too.
 """
 
 from __future__ import annotations

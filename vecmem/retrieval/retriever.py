@@ -140,11 +140,11 @@ class Retriever:
             records = self.access.apply(list(self.store.scan(user, memory_filter)))
             return rank_by_importance(records, now=now, weights=settings.weights,
                                       decay_per_day=settings.recency_decay_per_day)[:k]
-        # issue 19 item 7: the time the query names, a soft window for the recency term (rank.py); none when
-        # recency has no weight, so similarity-only weights rank exactly as without it
-        window = find_window(query, now) if settings.weights.recency > 0 else None
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
         utterances = split_dialogue(query)
+        # the time the question names (timeframe.py): evidence in the similarity (fusion.py) and, in place of
+        # closeness to now, the recency term (rank.py); a conversation's "today" names none (fusion.py)
+        window = find_window(query, now) if utterances is None else None
         worded = query_terms(query, utterances)
         snapshot = self._replicas.snapshot(user)
         view = snapshot.index.view(memory_filter)
@@ -162,8 +162,10 @@ class Retriever:
             weights = settings.weights
             candidates += view.best_by_priors(k - len(candidates), set(candidates), now.timestamp(), weights.recency,
                                               weights.importance, settings.recency_decay_per_day)
+        dates = None if window is None else {i: window.closeness(fields[1]) for i in candidates
+                                             if (fields := view.ranking_fields(i)) is not None}
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
-                          None if side.vector is None else self._cohort.stats(side.vector)) for side in sides]
+                          None if side.vector is None else self._cohort.stats(side.vector), dates) for side in sides]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
