@@ -49,7 +49,7 @@ from vecmem.retrieval.keyword import KeywordResult
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, terms
 
-__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "QUESTION_WORDS", "Fusion", "Fusions", "cosine", "query_parts", "query_terms"]
+__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "QUESTION_WORDS", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
@@ -146,13 +146,19 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def query_terms(query: str, utterances: list[str] | None) -> list[list[tuple[str, str]]]:
     """The query's terms (tokenize.terms), tokenized once for ranking and for each hit's matched terms: the query
-    whole, or each utterance of a dialogue; without the words that only make it a question (QUESTION_WORDS)."""
-    return [[(surface, token) for surface, token in terms(text) if surface.lower() not in QUESTION_WORDS]
-            for text in ([query] if utterances is None else utterances)]
+    whole, or each utterance of a dialogue. Every word, in its place: a name's place tells it from a sentence's
+    first word (variants.py); ``asks_about`` leaves out the words that only make the query a question."""
+    return [terms(text) for text in ([query] if utterances is None else utterances)]
+
+
+def asks_about(part: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The terms of one part that say what it asks about: without QUESTION_WORDS."""
+    return [(surface, token) for surface, token in part if surface.lower() not in QUESTION_WORDS]
 
 
 def query_parts(worded: list[list[tuple[str, str]]]) -> list[tuple[list[str], float]]:
     """The keyword side's (tokens, weight) parts of ``query_terms``: one of weight 1 for a plain query, one per
     utterance of a dialogue, the latest weighing most."""
     weights = recency_weights(len(worded), DIALOGUE_KEYWORD_DECAY)
-    return [([token for _, token in part], float(weight)) for part, weight in zip(worded, weights, strict=True)]
+    return [([token for _, token in asks_about(part)], float(weight))
+            for part, weight in zip(worded, weights, strict=True)]

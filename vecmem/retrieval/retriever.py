@@ -29,7 +29,15 @@ from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedders import Embedder
-from vecmem.retrieval.fusion import DIALOGUE_KEYWORD_DECAY, Fusion, Fusions, cosine, query_parts, query_terms
+from vecmem.retrieval.fusion import (
+    DIALOGUE_KEYWORD_DECAY,
+    Fusion,
+    Fusions,
+    asks_about,
+    cosine,
+    query_parts,
+    query_terms,
+)
 from vecmem.retrieval.held import HeldVectors
 from vecmem.retrieval.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.question import split_question
@@ -185,7 +193,7 @@ class Retriever:
                 parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day,
                       window=window)[:k]
-        terms_asked = [term for part in worded for term in part]
+        terms_asked = [term for part in worded for term in asks_about(part)]
         terms_asked += [term for side in sides for term in side.variants.terms]  # variants: "Muhammad" matched
         # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
