@@ -41,14 +41,22 @@ def test_fusion_arithmetic_by_hand():
     dense = {"a": 0.5, "b": 0.35, "c": 0.1}  # best z = (0.5 - 0.2) / 0.1 = 3: fully informative
     fusion = Fusion(dense, keyword, 0.5, cohort)
     keyword_share = 3.0 / 6.0  # the best match holds half of full keyword evidence
-    assert fusion.parts("a") == pytest.approx((0.5 * 1.0 + 0.5 * keyword_share * 1.0, 0.5, 1.0))
-    assert fusion.parts("b")[0] == pytest.approx(0.5 * (0.15 / 0.3) + 0.5 * keyword_share * 0.5)
+
+    def average(dense_part, keyword_part, dense_share=1.0):  # of each side's evidence, weighed by w·share
+        weights = (0.5 * dense_share, 0.5 * keyword_share)
+        return (weights[0] * dense_share * dense_part + weights[1] * keyword_share * keyword_part) / sum(weights)
+
+    assert fusion.parts("a") == pytest.approx((average(1.0, 1.0), 0.5, 1.0))
+    assert fusion.parts("b")[0] == pytest.approx(average(0.15 / 0.3, 0.5))
     assert fusion.parts("c")[0] == 0.0  # below chance on the dense side, no keyword match
-    flat = Fusion({"a": 0.3, "b": 0.28}, keyword, 0.5, cohort)  # best z = 1: the dense side adds nothing
-    assert flat.parts("a")[0] == pytest.approx(0.5 * keyword_share)
-    assert flat.parts("b")[0] == pytest.approx(0.5 * keyword_share * 0.5)
-    empty = KeywordResult([], 0.0, {"a": 0}, np.array([0.0]), 6.0)  # nothing matched: the keyword side adds nothing
-    assert Fusion(dense, empty, 0.5, cohort).parts("a")[0] == pytest.approx(0.5)
+    flat = Fusion({"a": 0.3, "b": 0.28}, keyword, 0.5, cohort)  # best z = 1: the dense side adds nothing...
+    alone = Fusion(None, keyword, 0.5, None)  # ...and takes nothing away: as in keyword mode
+    assert flat.parts("a")[0] == pytest.approx(alone.parts("a")[0]) == pytest.approx(keyword_share)
+    assert flat.parts("b")[0] == pytest.approx(alone.parts("b")[0]) == pytest.approx(keyword_share * 0.5)
+    empty = KeywordResult([], 0.0, {"a": 0}, np.array([0.0]), 6.0)  # nothing matched: as in dense mode
+    dense_alone = Fusion(dense, None, 0.5, cohort)
+    assert Fusion(dense, empty, 0.5, cohort).parts("a")[0] == pytest.approx(dense_alone.parts("a")[0]) == 1.0
+    assert Fusion(dense, empty, 0.5, cohort).parts("b")[0] == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
