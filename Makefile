@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval bench bench-users bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval bench bench-users bench-ann bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -24,6 +24,7 @@ help:
 	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
+	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras and the LangGraph/LangChain adapters' packages"
 
@@ -94,6 +95,14 @@ bench: install
 BENCH_USERS_ARGS ?= --users 1000 --per-user 20 --queries 200
 bench-users: install
 	$(BIN)/python scripts/bench.py $(BENCH_USERS_ARGS)
+
+# HNSW against the exact cosine scan, on LoCoMo turns embedded by the default model (cached in the temp folder)
+# and, past their 5,882, synthetic neighbours of them. The figures behind DEDICATED_HNSW (about 10 minutes on
+# two cores): BENCH_ANN_ARGS="--sizes 1000,6000,20000,50000,100000 --builds 100x16,200x32 --ef-search 100,150,200,400"
+# (and --sizes 20000,100000 --builds 100x32,200x16 --ef-search 100,150,200)
+BENCH_ANN_ARGS ?= --sizes 1000,6000,20000
+bench-ann: install
+	HF_HUB_OFFLINE=1 $(BIN)/python scripts/bench_ann.py $(BENCH_ANN_ARGS)
 
 # mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
 # protobuf older than the one vecmem's venv has.

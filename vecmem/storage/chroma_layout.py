@@ -232,8 +232,8 @@ class ChromaCollections(ChromaRegistry):
         for memory_type in MEMORY_TYPES:
             name = collection_name(user_id, memory_type)
             collection = self.get(name) or self._finish_interrupted_rebuild(name)
-            if collection is not None:
-                dedicated[memory_type] = collection
+            if collection is not None:  # before anything of this process loads its index: see the method
+                dedicated[memory_type] = self.with_dedicated_search(collection)
         if dedicated and self._belongs_in_shared(dedicated, moving=layout == "to-shared"):
             return move_to_shared(self, user_id, dedicated)
         if dedicated and layout != "dedicated":
