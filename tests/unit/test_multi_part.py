@@ -14,6 +14,8 @@ from vecmem.retrieval.question import MOST_PARTS, split_question
     ("我的猫叫什么？顺便问一下，我住在哪里？", ["我的猫叫什么？", "我住在哪里？"]),
     ("Where does Jon work, and what does he drive?", ["Where does Jon work", "what does he drive?"]),
     ("Where did I go last week, also who did I meet?", ["Where did I go last week", "who did I meet?"]),
+    ("What challenges does Sam face, and how does he address them?",
+     ["What challenges does Sam face", "how does he address them?"]),
     ("Also, what is my cat called? And where do I live?", ["what is my cat called?", "where do I live?"]),
     # a part that asks nothing stays with the question after it, as its context
     ("I moved last month. Where do I live now? And what is my cat called?",
@@ -32,6 +34,11 @@ def test_a_question_that_asks_several_things_is_split(query, parts):
     "我最近在装修。你推荐什么颜色？",
     "我还有一个问题：我的猫叫什么？",  # 还有 inside a clause is "still have"
     "Rock and roll, how did it start?",
+    # from LoCoMo: a shared predicate, a relative clause, a bare "why", a clause of time
+    "What type of ice cream does Joanna mention that Nate makes and is delicious?",
+    "What is a prominent charity organization that John might want to work with and why?",
+    "What did Deb share a photo of, which brought a smile to Jolene's face?",
+    "When Dave was a child, what did he and his father do in the garage?",
     "",
     "? ? ?",
 ])

@@ -63,6 +63,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from vecmem.retrieval.keyword import KeywordResult
+from vecmem.retrieval.question import QUESTION_WORDS
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, terms
 
@@ -70,15 +71,6 @@ __all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "QUESTION_WORDS", "Fusion", "
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
-# Words that give a query the form of a question and say nothing of its topic: the keyword side ignores them in
-# queries (memories keep them: "what a day" is a memory's words). Lucene's English stop set, which the tokenizer
-# drops everywhere, has none of them, so "What did Caroline research?" matched every memory saying "what" or
-# "did". LoCoMo (similarity-only weights, R@5 / R@10): keyword 62.4 / 73.1 -> 66.1 / 76.0, hybrid 69.3 / 78.6 ->
-# 69.9 / 79.1. The Chinese ones that tokenize.py does not already drop (什么, 怎么, 吗, 呢 it does).
-QUESTION_WORDS = frozenset(
-    "what when where who whom whose which why how did does do was were has have had would could should can will "
-    "啥 哪 哪里 哪儿 哪个 哪些 谁 多少 为什么 为啥".split()
-)
 DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
 
 
