@@ -36,7 +36,7 @@ from vecmem.agent.extract import Candidate
 from vecmem.api import MemoryApi
 from vecmem.maintenance import chains
 from vecmem.maintenance.hygiene import needs_review
-from vecmem.models import GLOBAL_SCOPE, Hit, MemoryRecord, Provenance, normalize_for_hash
+from vecmem.models import GLOBAL_SCOPE, MemoryRecord, Provenance, normalize_for_hash
 
 __all__ = ["Resolution", "ConflictResolver", "Written"]
 
@@ -98,7 +98,7 @@ class ConflictResolver:
         hits = [hit for hit in hits if _visible_to_replace(candidate, hit.record, session_id)]
         text = normalize_for_hash(candidate.content)
         for hit in hits:
-            if normalize_for_hash(hit.content) == text or _closeness(hit) >= DUPLICATE_SIMILARITY:
+            if normalize_for_hash(hit.content) == text or hit.closeness >= DUPLICATE_SIMILARITY:
                 return Resolution("NONE", hit.record, f"already remembered as {hit.id}")
         revised = self._revised_by_topic(candidate, user_id=user_id, session_id=session_id)
         if revised:
@@ -106,9 +106,9 @@ class ConflictResolver:
             also = f" (and {len(rest)} more of the slot)" if rest else ""
             return Resolution("UPDATE", first, reason + also, tuple(record for record, _ in rest))
         for hit in hits:
-            if _closeness(hit) >= self.threshold and not _different_values(candidate.content, hit.content):
+            if hit.closeness >= self.threshold and not _different_values(candidate.content, hit.content):
                 return Resolution(
-                    "UPDATE", hit.record, f"same type, similarity {_closeness(hit):.2f} >= {self.threshold:g}"
+                    "UPDATE", hit.record, f"same type, similarity {hit.closeness:.2f} >= {self.threshold:g}"
                 )
         return Resolution("ADD", None, "new information")
 
@@ -176,11 +176,3 @@ class ConflictResolver:
             return Written("ADD" if resolution.action == "UPDATE" else resolution.action, record, None, reason)
         return Written("UPDATE", record, replaced[0], reason, tuple(replaced[1:]))
 
-
-def _closeness(hit: Hit) -> float:
-    """How alike two statements are, on a scale that means the same for every query: the cosine when the dense
-    side ran, else the keyword score relative to the best match. Not the hit's similarity, which is relative
-    to the query's best evidence (retrieval/fusion.py), so that the best hit of any query has 1."""
-    if hit.dense is not None:
-        return hit.dense
-    return hit.keyword if hit.keyword is not None else hit.similarity

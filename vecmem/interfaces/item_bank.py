@@ -5,8 +5,8 @@ memories items.py lays out; langgraph_store.py turns them into LangGraph's ``Bas
   new item adds a memory; of a stored one, rewrites its content and context (the memory's id and ``created_at``
   stay, no revision is kept: LangGraph replaces); a delete forgets it.
 * **search with a query** is vecmem's ranking (``MemoryBank.search``: dense and keyword similarity fused, then
-  ``0.6·similarity + (1 - similarity)·(0.2·recency + 0.2·importance)``); each item's score is its cosine (see
-  ``_comparable``). A prefix that names the
+  ``0.6·similarity + (1 - similarity)·(0.2·recency + 0.2·importance)``); each item's score is its cosine (``Hit.closeness``:
+  comparable between the searches one LangGraph search merges, which a hit's similarity is not). A prefix that names the
   user and the session is one search of that session (repeated with a larger ``k`` while the hits that belong
   under the prefix and pass the filter are fewer than wanted and more remain); a shorter prefix first lists the
   items under it, then ranks each session they are in and merges. Items put with ``index=False`` are never
@@ -40,7 +40,7 @@ from vecmem.interfaces.items import (
     searchable_text,
     string_leaves,
 )
-from vecmem.models import Hit, MemoryRecord
+from vecmem.models import MemoryRecord
 
 __all__ = ["FIRST_K", "ItemBank", "ItemsApi", "PreparedPut"]
 
@@ -180,7 +180,7 @@ class ItemBank:
         k = max(wanted, FIRST_K)
         while True:
             hits = self.bank.search(query, k, user_id=user, session_id=session, record_access=False)
-            found = [(item, _comparable(hit)) for hit in hits
+            found = [(item, hit.closeness) for hit in hits
                      if (item := self._item(hit.record)) is not None and keep(item)]
             ranked = [(item, score) for item, score in found if item.indexed]
             if len(ranked) >= wanted or len(hits) < k:
@@ -211,10 +211,3 @@ def _unranked(items: Iterable[StoredItem]) -> list[tuple[StoredItem, float | Non
     return [(item, None) for item in sorted(items, key=lambda item: (_EPOCH - item.updated_at, item.namespace,
                                                                         item.key))]
 
-
-def _comparable(hit: Hit) -> float:
-    """An item's score, comparable between the searches of different users and sessions that one LangGraph
-    search merges: the cosine when the dense side ran (LangGraph's own meaning of a score), else vecmem's score.
-    Not the hit's score itself: its similarity is relative to the best evidence of its own search
-    (retrieval/fusion.py), so each search's best item would score alike however weak its match."""
-    return hit.dense if hit.dense is not None else hit.score
