@@ -272,12 +272,9 @@ class MemoryFilter:
 @dataclass(frozen=True)
 class Hit:
     """One retrieved memory with the parts of its score: score = w_s·similarity + (1 - similarity)·(w_r·recency +
-    w_i·importance).
-
-    ``similarity`` is how much the query points at the memory, from chance (0) to the query's best evidence
-    (retrieval/fusion.py): relative to its own query, so the best hit of any query is near 1. In hybrid mode it
-    fuses ``dense`` (cosine) and ``keyword`` (BM25 relative to the query's best keyword match); either is None when
-    its side did not run. ``closeness`` compares across queries. ``relevance`` (retrieval/relevance.py) is how much the
+    w_i·importance). ``similarity``: from chance (0) to the query's best evidence (retrieval/fusion.py), relative to
+    its own query (``closeness`` compares across queries); in hybrid mode it fuses ``dense`` (cosine) and
+    ``keyword`` (BM25 relative to the query's best keyword match); either is None when its side did not run. ``relevance`` (retrieval/relevance.py) is how much the
     memory has to do with the query whatever the mode and language, in [0, 1]: what the relevance floor of a
     prompt compares (None when nothing was asked: an empty query). ``matched_terms``: the query's words that the
     memory's keyword tokens hold (content, tags or context), as the query wrote them (retrieval/tokenize.py).
@@ -298,9 +295,8 @@ class Hit:
 
     @property
     def closeness(self) -> float:
-        """How alike the memory and the query are, on a scale that means the same for every query (duplicates,
-        thresholds, results merged from several searches): the cosine when the dense side ran, else the keyword
-        score relative to the best match, else the similarity."""
+        """How alike memory and query are on one scale for every query (duplicates, thresholds, merged results):
+        the cosine when the dense side ran, else the keyword score relative to the best match."""
         if self.dense is not None:
             return self.dense
         return self.keyword if self.keyword is not None else self.similarity
