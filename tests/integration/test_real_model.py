@@ -8,6 +8,7 @@ import tiktoken
 from tests.conftest import SEED_FILE
 from vecmem import MemoryBank, Settings
 from vecmem.retrieval.budget import ContextAssembler
+from vecmem.retrieval.rank import prior_share
 
 SEEDS = [json.loads(line) for line in SEED_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
 SESSIONS = sorted({s["session_id"] for s in SEEDS if "session_id" in s})
@@ -66,7 +67,7 @@ def test_scores_equal_the_formula(seeded_bank):
     for query in DEMO_QUERIES:
         for hit in seeded_bank.search(query, 10, record_access=False):
             priors = 0.2 * hit.recency + 0.2 * hit.importance
-            assert hit.score == pytest.approx(0.6 * hit.similarity + (1 - hit.similarity) * priors)
+            assert hit.score == pytest.approx(0.6 * hit.similarity + prior_share(hit.similarity) * priors)
 
 
 def test_long_term_section_fits_a_1000_token_window_by_tiktoken(seeded_bank):

@@ -15,6 +15,7 @@ from vecmem import (
     NotFoundError,
     content_id,
 )
+from vecmem.retrieval.rank import prior_share
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 
@@ -90,7 +91,7 @@ class TestSearch:
         for hit in hits:
             assert hit.importance == bank.get(hit.id).importance
             priors = 0.2 * hit.recency + 0.2 * hit.importance
-            assert hit.score == pytest.approx(0.6 * hit.similarity + (1 - hit.similarity) * priors)
+            assert hit.score == pytest.approx(0.6 * hit.similarity + prior_share(hit.similarity) * priors)
             assert 0.0 <= hit.similarity <= 1.0
 
     def test_configured_weights_and_decay_are_used(self, make_bank, settings, clock):

@@ -8,6 +8,7 @@ import pytest
 from tests.conftest import SEED_FILE, FakeEmbedder
 from vecmem import MemoryBank
 from vecmem.interfaces.cli import main
+from vecmem.retrieval.rank import prior_share
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_add_get_search_list_forget(run):
     assert set(hits[0]) >= {"id", "content", "type", "score", "similarity", "recency", "importance"}
     h = hits[0]
     priors = 0.2 * h["recency"] + 0.2 * h["importance"]
-    assert h["score"] == pytest.approx(0.6 * h["similarity"] + (1 - h["similarity"]) * priors)
+    assert h["score"] == pytest.approx(0.6 * h["similarity"] + prior_share(h["similarity"]) * priors)
 
     code, out, _ = run("search", "green tea")
     assert code == 0 and "The user likes green tea" in out and "0.6·similarity" in out

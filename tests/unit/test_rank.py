@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vecmem import MemoryRecord, RankWeights
-from vecmem.retrieval.rank import rank_by_importance, recency, rerank, score
+from vecmem.retrieval.rank import TIE_BAND, prior_share, rank_by_importance, recency, rerank, score
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 DEFAULT = RankWeights()
@@ -32,10 +32,13 @@ def test_recency_by_hand():
 
 
 def test_score_by_hand():
-    # the priors weigh in proportion to what the query leaves open: (1 - similarity)
+    # the priors weigh in proportion to what the query leaves open: (1 - similarity), at least TIE_BAND
     assert score(0.5, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.5 + (1 - 0.5) * (0.2 * 0.8 + 0.2 * 0.9))
-    assert score(1.0, 0.0, 0.0, DEFAULT) == score(1.0, 1.0, 1.0, DEFAULT) == pytest.approx(0.6)
+    assert score(0.95, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.95 + TIE_BAND * (0.2 * 0.8 + 0.2 * 0.9))
     assert score(0.0, 0.8, 0.9, DEFAULT) == pytest.approx(0.2 * 0.8 + 0.2 * 0.9)
+    # near-ties at the top go to the priors; a memory a fifth of the scale below cannot pass, whatever its priors
+    assert score(0.94, 1.0, 0.4, DEFAULT) > score(0.96, 0.0, 0.4, DEFAULT)
+    assert score(0.8, 1.0, 1.0, DEFAULT) < score(1.0, 0.0, 0.0, DEFAULT)
     assert score(0.5, 0.8, 0.9, RankWeights(1, 0, 0)) == pytest.approx(0.5)
 
 
@@ -50,7 +53,7 @@ def test_rerank_arithmetic_and_order():
     assert hits[1].score == pytest.approx(expected_b)
     for hit in hits:
         priors = 0.2 * hit.recency + 0.2 * hit.importance
-        assert hit.score == pytest.approx(0.6 * hit.similarity + (1 - hit.similarity) * priors)
+        assert hit.score == pytest.approx(0.6 * hit.similarity + max(1 - hit.similarity, TIE_BAND) * priors)
 
 
 def test_similarity_is_clamped_to_unit_interval():
@@ -83,5 +86,22 @@ def test_confidence_scales_importance_so_an_uncertain_extraction_ranks_below_a_s
     hits.update({hit.id: hit for hit in bank.search("oolong tea", 5, session_id="b", record_access=False)})
     assert hits["stated"].similarity == hits["guessed"].similarity
     assert hits["stated"].importance == pytest.approx(0.8) and hits["guessed"].importance == pytest.approx(0.4)
-    assert hits["stated"].score - hits["guessed"].score == pytest.approx((1 - hits["stated"].similarity) * 0.2 * 0.4)
+    assert hits["stated"].score - hits["guessed"].score == pytest.approx(prior_share(hits["stated"].similarity) * 0.2 * 0.4)
     assert bank.get(guessed.id).importance == 0.8 and bank.get(stated.id).confidence == 1.0  # records keep theirs
+
+
+def test_priors_break_a_near_tie_at_the_top_but_never_pass_a_clear_match(make_bank, clock):
+    """Two memories the query points at almost alike: the newer leads. A new memory the query barely touches
+    stays below an old one it clearly asks about."""
+    from datetime import timedelta
+
+    from tests.conftest import FakeEmbedder
+
+    bank = make_bank(embedder=FakeEmbedder())
+    now = clock.now
+    bank.add("The user trains at the gym on Mondays.", memory_id="old", created_at=now - timedelta(days=540))
+    bank.add("The user trains at the gym on Thursdays.", memory_id="new", created_at=now - timedelta(days=5))
+    bank.add("The user bought new headphones.", memory_id="unrelated", created_at=now)
+    hits = bank.search("on which day do I train at the gym?", 3, record_access=False)
+    assert [hit.id for hit in hits] == ["new", "old", "unrelated"]
+    assert abs(hits[0].similarity - hits[1].similarity) < TIE_BAND  # a near-tie, decided by recency

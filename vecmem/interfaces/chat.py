@@ -23,6 +23,7 @@ from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
 from vecmem.interfaces.opening import long_running_bank
+from vecmem.retrieval.rank import prior_share
 from vecmem.storage.sessions import SessionStore
 
 __all__ = ["main", "ChatRepl"]
@@ -179,7 +180,7 @@ class ChatRepl:
         if not hits:
             self.say("no memories")
         for hit in hits:
-            self.say(f"{hit.id}  {hit.score:.3f} = 0.6·{hit.similarity:.3f} + {1 - hit.similarity:.3f}·(0.2·"
+            self.say(f"{hit.id}  {hit.score:.3f} = 0.6·{hit.similarity:.3f} + {prior_share(hit.similarity):.3f}·(0.2·"
                      f"{hit.recency:.3f} + 0.2·{hit.importance:.2f})  [{hit.type}, {hit.record.scope}] {hit.content}")
 
     def cmd_forget(self, memory_id: str) -> None:

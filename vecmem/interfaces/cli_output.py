@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from vecmem.config import Settings
+from vecmem.retrieval.rank import TIE_BAND
 
 if TYPE_CHECKING:
     from vecmem.models import Hit, MemoryRecord
@@ -25,7 +26,7 @@ def print_hits(out: TextIO, hits: Sequence[Hit], settings: Settings) -> None:
     from rich.table import Table
 
     w = settings.weights
-    caption = (f"score = {w.similarity:g}·similarity + (1 - similarity)·({w.recency:g}·recency + "
+    caption = (f"score = {w.similarity:g}·similarity + max(1 - similarity, {TIE_BAND:g})·({w.recency:g}·recency + "
                f"{w.importance:g}·importance)")
     if settings.search_mode == "hybrid":
         dense = settings.dense_weight

@@ -5,7 +5,7 @@ memories items.py lays out; langgraph_store.py turns them into LangGraph's ``Bas
   new item adds a memory; of a stored one, rewrites its content and context (the memory's id and ``created_at``
   stay, no revision is kept: LangGraph replaces); a delete forgets it.
 * **search with a query** is vecmem's ranking (``MemoryBank.search``: dense and keyword similarity fused, then
-  ``0.6·similarity + (1 - similarity)·(0.2·recency + 0.2·importance)``); each item's score is its cosine (``Hit.closeness``:
+  ``0.6·similarity + max(1 - similarity, 0.2)·(0.2·recency + 0.2·importance)``); each item's score is its cosine (``Hit.closeness``:
   comparable between the searches one LangGraph search merges, which a hit's similarity is not). A prefix that names the
   user and the session is one search of that session (repeated with a larger ``k`` while the hits that belong
   under the prefix and pass the filter are fewer than wanted and more remain); a shorter prefix first lists the
