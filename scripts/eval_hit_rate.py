@@ -200,7 +200,7 @@ def run(
     return results
 
 
-FUSION_TOLERANCE = 0.01  # issue 19's target: hybrid never below the better of its sides by more than a point
+FUSION_TOLERANCE = 0.01  # the target: hybrid never below the better of its two sides by more than a point
 
 
 def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, float]]:

@@ -1,4 +1,4 @@
-"""A date the query names ranks the memories of that time first, softly (issue 19 item 7), through the public
+"""A date the query names ranks the memories of that time first, softly, through the public
 MemoryBank API; a query that names none ranks exactly as the reranker alone would."""
 
 import math

@@ -164,7 +164,7 @@ class Retriever:
         sides = [self._side(user, text, said, words, snapshot, view, wanted) for text, said, words in asked]
         candidates = list(dict.fromkeys(memory_id for side in sides for memory_id in side.candidates))
         vector, dense, held = sides[0].vector, sides[0].dense, snapshot.vectors
-        if window is not None:  # issue 19 item 7: memories of the window that neither side found
+        if window is not None:  # memories of the window that neither side found
             candidates += self._window_candidates(user, window, view, wanted, set(candidates), vector, held, dense)
         if len(candidates) < k:  # fewer matched than asked for (keyword mode): k whenever k are visible
             weights = settings.weights
@@ -276,7 +276,7 @@ class Retriever:
 
     def _window_candidates(self, user: str, window: TimeWindow, view: FilterView, wanted: int, known: set[str],
                            vector: Any, held: HeldVectors | None, dense: dict[str, float]) -> list[str]:
-        """Up to ``wanted`` of the latest memories created inside the query's time window (issue 19 item 7) that
+        """Up to ``wanted`` of the latest memories created inside the query's time window (timeframe.py) that
         are not candidates yet, their cosines added to ``dense``: a question such as "what did I do last
         Tuesday" names its evidence by date more than by words. Read from the catalogue, not the store."""
         added = [memory_id for memory_id in view.created_within(window.start.timestamp(), window.end.timestamp(),
