@@ -164,3 +164,12 @@ def test_a_user_whose_memories_hold_no_keyword_token_is_still_searched(bank):
     letters the tokenizer drops); such a user is found by the dense side alone, not a 500."""
     record = bank.add("~\\", user_id="symbols", tags=["\u0136-\u00f2\u0129\u00c3\u012a\U0005bce6"])
     assert [hit.id for hit in bank.search("anything", 3, user_id="symbols")] == [record.id]
+
+
+def test_the_query_stopwords_hold_nltks_english_list_as_bm25s_ships_it():
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    from vecmem.retrieval.question import QUERY_STOPWORDS
+
+    assert frozenset(STOPWORDS_EN_PLUS) <= QUERY_STOPWORDS
+    assert {"what", "did", "谁", "啥"} <= QUERY_STOPWORDS and "caroline" not in QUERY_STOPWORDS

@@ -63,11 +63,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from vecmem.retrieval.keyword import KeywordResult
-from vecmem.retrieval.question import QUESTION_WORDS
+from vecmem.retrieval.question import QUERY_STOPWORDS
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, terms
 
-__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "QUESTION_WORDS", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
+__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "QUERY_STOPWORDS", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
@@ -163,8 +163,8 @@ def query_terms(query: str, utterances: list[str] | None) -> list[list[tuple[str
 
 
 def asks_about(part: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The terms of one part that say what it asks about: without QUESTION_WORDS."""
-    return [(surface, token) for surface, token in part if surface.lower() not in QUESTION_WORDS]
+    """The terms of one part that say what it asks about: without QUERY_STOPWORDS (question.py)."""
+    return [(surface, token) for surface, token in part if surface.lower() not in QUERY_STOPWORDS]
 
 
 def query_parts(worded: list[list[tuple[str, str]]]) -> list[tuple[list[str], float]]:
