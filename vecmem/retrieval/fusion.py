@@ -67,7 +67,7 @@ from vecmem.retrieval.question import QUERY_STOPWORDS
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 from vecmem.retrieval.tokenize import recency_weights, terms
 
-__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "QUERY_STOPWORDS", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
+__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)

@@ -78,12 +78,13 @@ QUERY_STOPWORDS = frozenset((
 
 def split_question(query: str) -> list[str] | None:
     """The parts of a question that asks two to MOST_PARTS things (module docstring), else None."""
-    pieces = [piece for sentence in _SENTENCE_END.split(query.strip()) for piece in _CONNECTIVE.split(sentence)]
+    pieces = [stripped for sentence in _SENTENCE_END.split(query.strip()) for piece in _CONNECTIVE.split(sentence)
+              if (stripped := piece.strip(" ,，、"))]
+    if len(pieces) < 2:  # most queries: one piece, decided before anything is tokenized (every search asks)
+        return None
     parts: list[str] = []
     pending = ""  # what asks nothing yet, kept for the next part that does
-    for piece in (piece.strip(" ,，、") for piece in pieces):
-        if not piece:
-            continue
+    for piece in pieces:
         text = f"{pending} {piece}".strip() if pending else piece
         if _asks(piece) and _names_something(piece):
             parts.append(text)
