@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from vecmem import MemoryBank, MemoryRecord, SentenceTransformerEmbedder, Settings, VecmemError
+from vecmem import MemoryBank, MemoryRecord, Settings, VecmemError, embedder_for
 from vecmem.storage.chroma import ChromaStore
 
 TOPICS = [
@@ -418,9 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vecmem-bench-") as scratch:
         home = args.home or Path(scratch)
         settings = Settings.from_env().with_changes(home=home, chroma_url=None)
-        embedder = SentenceTransformerEmbedder(settings.embed_model, device=settings.embed_device,
-                                               batch_size=settings.embed_batch_size, backend=settings.embed_backend,
-                                               cache_dir=settings.model_cache)
+        embedder = embedder_for(settings)
         embedder.embed_query("warm up")  # the model load is start-up, not ingest
         bank = MemoryBank(settings, embedder=embedder)
         users = sorted({r.user_id for r in records})
@@ -516,9 +514,7 @@ def _many_users(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="vecmem-bench-users-") as scratch:
         home = args.home or Path(scratch)
         settings = Settings.from_env().with_changes(home=home, chroma_url=None)
-        embedder = SentenceTransformerEmbedder(settings.embed_model, device=settings.embed_device,
-                                               batch_size=settings.embed_batch_size, backend=settings.embed_backend,
-                                               cache_dir=settings.model_cache)
+        embedder = embedder_for(settings)
         embedder.embed_query("warm up")  # the model load is start-up, not ingest
         report = many_users_report(args, home, settings, embedder)
         if args.mem0:

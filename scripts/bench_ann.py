@@ -54,8 +54,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import chromadb
 
-from vecmem import Settings
-from vecmem.retrieval.embedders import embedder_for
+from vecmem import Settings, embedder_for
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
 CANDIDATES = 40  # what a k=10 search asks each collection for: max(4 * 10, 20)
@@ -112,21 +111,20 @@ def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
 def embedded(path: Path, cache: Path) -> tuple[np.ndarray, np.ndarray, str]:
     """(turn vectors, question vectors, model name), from ``cache`` when it holds this model's vectors of this
     data, else embedded now and saved there."""
-    settings = Settings.from_env()
+    embedder = embedder_for(Settings.from_env())
     turns, questions = locomo_texts(path)
-    digest = hashlib.sha256("\n".join([settings.embed_model, *turns, *questions]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256("\n".join([embedder.name, *turns, *questions]).encode()).hexdigest()[:16]
     if cache.exists():
         with np.load(cache) as stored:
             if str(stored["digest"]) == digest:
-                return stored["turns"], stored["questions"], settings.embed_model
-    embedder = embedder_for(settings)
+                return stored["turns"], stored["questions"], embedder.name
     started = time.perf_counter()
     turn_vectors = np.asarray(embedder.embed_documents(turns), dtype=np.float32)
     question_vectors = np.asarray(embedder.embed_queries(questions), dtype=np.float32)
     print(f"embedded {len(turns)} turns and {len(questions)} questions with {embedder.name} in "
           f"{time.perf_counter() - started:.0f} s (cached in {cache})", file=sys.stderr)
     np.savez(cache, turns=turn_vectors, questions=question_vectors, digest=np.asarray(digest))
-    return turn_vectors, question_vectors, settings.embed_model
+    return turn_vectors, question_vectors, embedder.name
 
 
 def corpus(real: np.ndarray, size: int, neighbour_cosine: float, seed: int) -> tuple[np.ndarray, float | None]:

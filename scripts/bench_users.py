@@ -33,14 +33,14 @@ from bench import (
     timed,
 )
 
-from vecmem import ChromaStore, MemoryBank, SentenceTransformerEmbedder, Settings
+from vecmem import ChromaStore, Embedder, MemoryBank, Settings
 
 __all__ = ["many_users_report"]
 
 EMBED_SAMPLE = 2_000  # memories embedded on their own to measure the model's batched throughput
 
 
-def many_users_report(args: Any, home: Path, settings: Settings, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+def many_users_report(args: Any, home: Path, settings: Settings, embedder: Embedder) -> dict[str, Any]:
     """Every figure of the many-users shape, in one dict."""
     records = synthetic_corpus(args.users * args.per_user, args.users, args.sessions, args.seed)
     rng = random.Random(args.seed + 2)
@@ -87,7 +87,7 @@ def many_users_report(args: Any, home: Path, settings: Settings, embedder: Sente
     return report
 
 
-def _model_rate(embedder: SentenceTransformerEmbedder, texts: list[str], batch_size: int) -> float:
+def _model_rate(embedder: Embedder, texts: list[str], batch_size: int) -> float:
     """The embedding model's own throughput, in batches as vecmem sends them (memories per second)."""
     started = time.perf_counter()
     for start in range(0, len(texts), batch_size):

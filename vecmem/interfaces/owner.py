@@ -196,7 +196,7 @@ class OwnerEndpoint:
     def start(self) -> OwnerEndpoint:
         secret = secrets.token_urlsafe(32)
         hello = {"pid": os.getpid(), "program": self.program, "location": self.bank.location,
-                 "embed_model": self.bank.settings.embed_model}
+                 "embed_model": self.bank.embed_model}
         self._server = _Server(self.bank, secret, hello)
         threading.Thread(target=self._server.serve_forever, args=(0.05,), name="vecmem-owner", daemon=True).start()
         self.info = OwnerInfo(pid=os.getpid(), port=self._server.server_address[1], secret=secret,

@@ -32,7 +32,7 @@ from vecmem.maintenance.learning import AddMessagesResult
 from vecmem.maintenance.listing import DEFAULT_SORT, MemoryPage
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
-from vecmem.retrieval.embedders import canonical_model_name
+from vecmem.retrieval.embedders import canonical_model_name, default_model
 
 __all__ = ["CONNECT_SECONDS", "IMPORT_CHUNK", "RemoteBank"]
 
@@ -155,6 +155,10 @@ class RemoteBank:
     def location(self) -> str:
         return str(self.hello()["location"])
 
+    @property
+    def embed_model(self) -> str:
+        return str(self.hello()["embed_model"])
+
     def add(self, content: str, *, user_id: str | None = None, memory_type: str = "fact", importance: float = 0.5,
             tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
             confidence: float = 1.0, memory_id: str | None = None, created_at: datetime | None = None,
@@ -273,12 +277,12 @@ class RemoteBank:
     def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Re-embed through the owner, with its model: refused when this process is configured with another one
         (the owner would re-embed with the model it has, not the one asked for)."""
-        owner_model = str(self.hello()["embed_model"])
-        if canonical_model_name(owner_model) != canonical_model_name(self.settings.embed_model):
+        owner_model = self.embed_model
+        target = canonical_model_name(self.settings.embed_model or default_model())
+        if canonical_model_name(owner_model) != target:
             raise StoreInUseError(
                 f"the store in {self.settings.home} is open in another process ({self.owner.program}, pid "
-                f"{self.owner.pid}) with embedding model {owner_model!r}; close it to reindex with "
-                f"{self.settings.embed_model!r}")
+                f"{self.owner.pid}) with embedding model {owner_model!r}; close it to reindex with {target!r}")
         done = self._call("reindex")
         if not isinstance(done, dict) or not all(isinstance(n, int) for n in done.values()):
             raise StoreError(f"the store's owner answered reindex with {type(done).__name__}")

@@ -12,6 +12,7 @@ and leaves the lock free.
 
 from __future__ import annotations
 
+import logging
 from contextlib import ExitStack
 
 from vecmem.config import Settings
@@ -23,12 +24,25 @@ from vecmem.storage.database import WriteLocks
 from vecmem.storage.lock import StoreLock
 from vecmem.storage.state import state_database, write_locks
 
-__all__ = ["claim_store", "closing_last", "open_state", "open_store"]
+__all__ = ["claim_store", "closing_last", "open_state", "open_store", "say_how_to_move"]
+
+log = logging.getLogger("vecmem")
+_moves_said: set[tuple[str, str]] = set()
 
 
-def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take_over: bool = False) -> MemoryStore:
+def say_how_to_move(stored: str, default: str) -> None:
+    """Once a process: a store built with another model than today's default keeps its model, and how to move."""
+    if (stored, default) not in _moves_said:
+        _moves_said.add((stored, default))
+        log.warning("vecmem: this store was built with %s and keeps using it; `vecmem reindex` moves it to %s, "
+                    "the default model, which reads Chinese and English", stored, default)
+
+
+def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take_over: bool = False,
+               adopt_stored_model: bool = False) -> MemoryStore:
     """The configured Chroma store for embedding model ``model_name``, each part registered on ``acquired``.
-    ``take_over``: claim the store for this state even when another state claimed it (``vecmem claim``)."""
+    ``take_over``: claim the store for this state even when another state claimed it (``vecmem claim``);
+    ``adopt_stored_model``: a store that records a model is opened for that one (its ``model_name``)."""
     if not settings.chroma_url:
         lock = StoreLock(settings.home)
         acquired.callback(lock.release)
@@ -36,10 +50,10 @@ def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take
     acquired.callback(changes.close)
     if settings.chroma_url:
         opened = ChromaStore(model_name=model_name, url=settings.chroma_url, database=settings.chroma_database,
-                             changes=changes, dedicated_at=settings.dedicated_at)
+                             changes=changes, dedicated_at=settings.dedicated_at, adopt_stored_model=adopt_stored_model)
     else:
         opened = ChromaStore(model_name=model_name, path=settings.home / "chroma", changes=changes,
-                             dedicated_at=settings.dedicated_at)
+                             dedicated_at=settings.dedicated_at, adopt_stored_model=adopt_stored_model)
     acquired.callback(opened.close)
     opened.claim(take_over=take_over)
     return opened

