@@ -21,7 +21,7 @@ help:
 	@echo "make check  - ruff, mypy --strict, the import-layer contract and the fast unit lane (in-memory store, < 1 min)"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
-	@echo "make eval   - recall on the native sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
+	@echo "make eval   - recall on the native and paraphrase sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
@@ -123,6 +123,7 @@ EVAL := $(BIN)/python scripts/eval_hit_rate.py --mode dense keyword hybrid --bas
 eval: install
 	$(EVAL) --format vecmem --data data/eval/native_en.json
 	$(EVAL) --format vecmem --data data/eval/native_zh.json
+	$(EVAL) --format vecmem --data data/eval/paraphrase.json
 	@if [ -f $(SHARED_DATA)/locomo/locomo10.json ]; then \
 	  $(EVAL) --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 --weights 0.6 0.2 0.2; \
 	else echo "LoCoMo not found in $(SHARED_DATA): skipped"; fi
