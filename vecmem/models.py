@@ -292,14 +292,10 @@ class Hit:
     keyword: float | None = None
     relevance: float | None = None
     matched_terms: tuple[str, ...] = ()
-
-    @property
-    def closeness(self) -> float:
-        """How alike memory and query are on one scale for every query (duplicates, thresholds, merged results):
-        the cosine when the dense side ran, else the keyword score relative to the best match."""
-        if self.dense is not None:
-            return self.dense
-        return self.keyword if self.keyword is not None else self.similarity
+    # how alike memory and query are on the model's calibrated scale (retrieval/calibration.py: 0 unrelated, 0.8 a
+    # paraphrase, 1 the same statement), comparable across queries, languages and models: what duplicates,
+    # supersession and thresholds compare; None where the model cannot tell (or the dense side did not run)
+    closeness: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -313,6 +309,7 @@ class Hit:
             "dense": self.dense,
             "keyword": self.keyword,
             "relevance": self.relevance,
+            "closeness": self.closeness,
             "matched_terms": list(self.matched_terms),
             "scope": self.record.scope,
             "tags": list(self.record.tags),

@@ -36,7 +36,7 @@ def test_fusion_arithmetic_by_hand():
     from vecmem.retrieval.relevance import CohortStats
     from vecmem.retrieval.views import KeywordResult
 
-    cohort = CohortStats(mean=0.2, spread=0.1, bar=0.35)
+    cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}  # every memory here is English
     keyword = KeywordResult([("a", 3.0), ("b", 1.5)], 3.0, {"a": 0, "b": 1, "c": 2}, np.array([3.0, 1.5, 0.0]), 6.0)
     dense = {"a": 0.5, "b": 0.35, "c": 0.1}  # best z = (0.5 - 0.2) / 0.1 = 3: fully informative
     fusion = Fusion(dense, keyword, 0.5, cohort)

@@ -5,7 +5,9 @@ The older memories are kept with ``superseded_by`` pointing at the newer one (hi
 
 * When a model extracted the candidate, its own decision (ADD / UPDATE alias / NONE alias) is applied.
 * Without a model the rules decide, over the live memories the session can see:
-  - **NONE** when one of the same type already says the same (same normalised text, or similarity >= 0.97);
+  - **NONE** when one of the same type already says the same (same normalised text, or closeness >= 0.97:
+    ``Hit.closeness`` is the cosine on the model's calibrated scale, retrieval/calibration.py, where a typical
+    paraphrase sits at 0.8 and the same statement at 1);
   - **UPDATE by topic**, whatever the two types (a preference and an instruction about the same slot do
     conflict), when the slot model of ``topics.py`` says the newer statement revises an older one: it has a
     change cue and names a new value of the slot ("以后都用 JavaScript 吧" replaces "我喜欢用 TypeScript 写前端";
@@ -17,10 +19,11 @@ The older memories are kept with ``superseded_by`` pointing at the newer one (hi
     Memories that merely share a word, or name two values of a slot that holds several without a change
     cue ("I like Python", "I like Rust"), are not revisions. Conclusions (and summaries) are never replaced
     by topic: they record what was established at the time;
-  - **UPDATE by similarity** when one of the same type is at least ``threshold`` similar
-    (``VECMEM_SUPERSEDE_THRESHOLD``, 0.9) and the two do not name different values of a shared slot.
-    Embedding similarity alone cannot tell a revision (with all-MiniLM-L6-v2 two unrelated Chinese
-    preferences score 0.77, the TypeScript/JavaScript pair 0.53), hence the slot model;
+  - **UPDATE by closeness** when one of the same type is at least ``threshold`` close on that scale
+    (``VECMEM_SUPERSEDE_THRESHOLD``, 0.9: halfway from a paraphrase to the same statement) and the two do not
+    name different values of a shared slot. Where the model cannot tell paraphrases from unrelated statements
+    (all-MiniLM-L6-v2 on Chinese) closeness is unknown and only the slot model decides; embedding similarity
+    alone cannot tell a revision from a neighbour anyway, hence the slot model;
   - **ADD** otherwise.
   Scope: a memory of a session only ever replaces memories of that same session, never a global one (a
   session's "这次改用 JavaScript" must not hide the user's lasting preference elsewhere); a global memory may
@@ -98,7 +101,7 @@ class ConflictResolver:
         hits = [hit for hit in hits if _visible_to_replace(candidate, hit.record, session_id)]
         text = normalize_for_hash(candidate.content)
         for hit in hits:
-            if normalize_for_hash(hit.content) == text or hit.closeness >= DUPLICATE_SIMILARITY:
+            if normalize_for_hash(hit.content) == text or (hit.closeness or 0.0) >= DUPLICATE_SIMILARITY:
                 return Resolution("NONE", hit.record, f"already remembered as {hit.id}")
         revised = self._revised_by_topic(candidate, user_id=user_id, session_id=session_id)
         if revised:
@@ -106,10 +109,9 @@ class ConflictResolver:
             also = f" (and {len(rest)} more of the slot)" if rest else ""
             return Resolution("UPDATE", first, reason + also, tuple(record for record, _ in rest))
         for hit in hits:
-            if hit.closeness >= self.threshold and not _different_values(candidate.content, hit.content):
-                return Resolution(
-                    "UPDATE", hit.record, f"same type, similarity {hit.closeness:.2f} >= {self.threshold:g}"
-                )
+            close = hit.closeness
+            if close is not None and close >= self.threshold and not _different_values(candidate.content, hit.content):
+                return Resolution("UPDATE", hit.record, f"same type, closeness {close:.2f} >= {self.threshold:g}")
         return Resolution("ADD", None, "new information")
 
     def _revised_by_topic(

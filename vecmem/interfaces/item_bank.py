@@ -5,7 +5,7 @@ memories items.py lays out; langgraph_store.py turns them into LangGraph's ``Bas
   new item adds a memory; of a stored one, rewrites its content and context (the memory's id and ``created_at``
   stay, no revision is kept: LangGraph replaces); a delete forgets it.
 * **search with a query** is vecmem's ranking (``MemoryBank.search``: dense and keyword similarity fused, then
-  ``0.6·similarity + max(1 - similarity, 0.2)·(0.2·recency + 0.2·importance)``); each item's score is its cosine (``Hit.closeness``:
+  ``0.6·similarity + max(1 - similarity, 0.2)·(0.2·recency + 0.2·importance)``); each item's score is its cosine (``_item_score``, as LangGraph's stores score:
   comparable between the searches one LangGraph search merges, which a hit's similarity is not). A prefix that names the
   user and the session is one search of that session (repeated with a larger ``k`` while the hits that belong
   under the prefix and pass the filter are fewer than wanted and more remain); a shorter prefix first lists the
@@ -40,7 +40,7 @@ from vecmem.interfaces.items import (
     searchable_text,
     string_leaves,
 )
-from vecmem.models import MemoryRecord
+from vecmem.models import Hit, MemoryRecord
 
 __all__ = ["FIRST_K", "ItemBank", "ItemsApi", "PreparedPut"]
 
@@ -180,7 +180,7 @@ class ItemBank:
         k = max(wanted, FIRST_K)
         while True:
             hits = self.bank.search(query, k, user_id=user, session_id=session, record_access=False)
-            found = [(item, hit.closeness) for hit in hits
+            found = [(item, _item_score(hit)) for hit in hits
                      if (item := self._item(hit.record)) is not None and keep(item)]
             ranked = [(item, score) for item, score in found if item.indexed]
             if len(ranked) >= wanted or len(hits) < k:
@@ -211,3 +211,10 @@ def _unranked(items: Iterable[StoredItem]) -> list[tuple[StoredItem, float | Non
     return [(item, None) for item in sorted(items, key=lambda item: (_EPOCH - item.updated_at, item.namespace,
                                                                         item.key))]
 
+
+def _item_score(hit: Hit) -> float:
+    """An item's score as LangGraph's own stores give it: the raw cosine (else the keyword match relative to the
+    query's best), so results merged from several searches compare and the differential tests hold."""
+    if hit.dense is not None:
+        return hit.dense
+    return hit.keyword if hit.keyword is not None else hit.similarity

@@ -92,13 +92,13 @@ def create_server(bank: MemoryApi) -> MCPServer:
                session_id: SessionId = None, user_id: UserId = None, context_tokens: Tokens = None,
                limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 50}, description="The most memories to return.")] = 10,
                threshold: Annotated[float, Field(json_schema_extra={"minimum": 0, "maximum": 1}, description=(
-                   "Leave out memories whose similarity to the query (the cosine, or the keyword match when only "
-                   "keywords ran) is below this (0 to 1); 0 keeps the best limit whatever their similarity."))] = 0.0) -> dict[str, Any]:
+                   "Leave out memories whose relevance to the query is below this (0 to 1, the same scale for every "
+                   "model and language); 0 keeps the best limit whatever their relevance."))] = 0.0) -> dict[str, Any]:
         def build() -> Any:
             if not 0.0 <= threshold <= 1.0:
                 raise InvalidInputError("threshold", f"must be between 0 and 1, got {threshold!r}")
             hits = [hit for hit in bank.search(query, limit, session_id=session_id, user_id=user_id,
-                                               record_access=False) if hit.closeness >= threshold]
+                                               record_access=False) if (hit.relevance or 0.0) >= threshold]
             return bank.build_context(query, session_id=session_id, user_id=user_id, context_tokens=context_tokens,
                                       hits=hits)
 

@@ -79,21 +79,25 @@ class Fusion:
     candidates (all of them, so the best is known); ``cohort``: the query's cosines with the cohort, summed up."""
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
-                 cohort: CohortStats | None = None, dates: Mapping[str, float] | None = None) -> None:
+                 cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
+                 languages: Mapping[str, str] | None = None) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
         self.dense_weight = dense_weight
-        self.cohort = cohort
-        self._dense_floor, self._dense_span, dense_share = 0.0, 1.0, 0.0
+        self.cohort = cohort  # the query's chance level in each language (relevance.Cohort.stats)
+        self.languages = languages or {}  # each candidate's language (calibration.language); English if unknown
+        self._above: dict[str, float] = {}  # each candidate's cosine above chance in its language, in spreads
+        self._dense_span, dense_share = 1.0, 0.0
         if dense is not None:
-            top = max(dense.values(), default=0.0)
             if cohort is None:  # no chance level known: the raw cosine, fully trusted
-                dense_share = 1.0
-            elif top > cohort.mean:
-                self._dense_floor, self._dense_span = cohort.mean, top - cohort.mean
-                z = self._dense_span / cohort.spread if cohort.spread > 0 else CERTAIN_Z
-                dense_share = min(1.0, max(0.0, (z - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
+                self._above, dense_share = dict(dense), 1.0
+            else:
+                self._above = {memory_id: self._standing(memory_id, value) for memory_id, value in dense.items()}
+                top = max(self._above.values(), default=0.0)
+                if top > 0:
+                    self._dense_span = top
+                    dense_share = min(1.0, max(0.0, (top - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
         keyword_share = 0.0
         if keyword is not None and keyword.best > 0:
             keyword_share = min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
@@ -115,7 +119,7 @@ class Fusion:
             relative = self.keyword.score_of(memory_id) / best if best > 0 else 0.0
         similarity = 0.0
         if self.dense is not None:
-            scaled = (self.dense.get(memory_id, 0.0) - self._dense_floor) / self._dense_span
+            scaled = self._above.get(memory_id, 0.0) / self._dense_span
             similarity += self._dense_weight * min(1.0, max(0.0, scaled))
         if relative is not None:
             similarity += self._keyword_weight * relative
@@ -127,11 +131,23 @@ class Fusion:
         """The larger of the two sides' evidence beyond chance, in [0, 1] (relevance.py)."""
         sides = []
         if self.dense is not None and self.cohort is not None:
-            sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self.cohort.bar))
+            sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self._chance(memory_id).bar))
         if self.keyword is not None:
             scale = self.keyword.scale
             sides.append(min(1.0, self.keyword.score_of(memory_id) / scale) if scale > 0 else 0.0)
         return max(sides, default=0.0)
+
+
+    def _chance(self, memory_id: str) -> CohortStats:
+        """What an unrelated memory in this memory's language scores for the query."""
+        assert self.cohort is not None
+        return self.cohort.get(self.languages.get(memory_id, "en")) or next(iter(self.cohort.values()))
+
+    def _standing(self, memory_id: str, cosine: float) -> float:
+        """How far the cosine stands above chance in the memory's language, in that cohort's spreads."""
+        chance = self._chance(memory_id)
+        above = cosine - chance.mean
+        return above / chance.spread if chance.spread > 0 else (CERTAIN_Z if above > 0 else 0.0)
 
 
 class Fusions:

@@ -36,18 +36,26 @@ mode): either kind of evidence is enough, so a floor means the same in every mod
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from vecmem.retrieval.calibration import PARAPHRASES, Calibration, calibrate
 
 if TYPE_CHECKING:
     from vecmem.retrieval.embedders import Embedder
 
 __all__ = ["COHORT", "Cohort", "CohortStats", "dense_relevance", "idf", "keyword_scale"]
+
+log = logging.getLogger("vecmem")
 
 COHORT: Mapping[str, tuple[str, ...]] = {
     "en": (
@@ -84,8 +92,9 @@ BASELINE_RANK = 2  # the cohort cosine that sets the bar: the second best (modul
 
 @dataclass(frozen=True)
 class CohortStats:
-    """What a query's cosines with the cohort say about chance for that query: their mean and spread (what a
-    cosine with an unrelated memory looks like, fusion.py) and the bar a relevant memory must clear."""
+    """What a query's cosines with the cohort of one language say about chance for that query: their mean and
+    spread (what a cosine with an unrelated memory in that language looks like, fusion.py) and the bar a relevant
+    memory in that language must clear."""
 
     mean: float
     spread: float  # standard deviation
@@ -93,31 +102,104 @@ class CohortStats:
 
 
 class Cohort:
-    """The cohort of one embedder: embedded on first use (64 short texts, once per bank), then one matrix-vector
-    product per query."""
+    """The cohort of one embedder and its calibration (calibration.py): embedded on first use, then one
+    matrix-vector product per query. A model run here (``cache``) keeps the vectors in the model cache, so only
+    the first process on a machine pays for embedding them."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, cache: Path | None = None) -> None:
         self._embedder = embedder
-        self._vectors: np.ndarray | None = None
+        self._cache = cache
+        self._vectors: dict[str, np.ndarray] | None = None
+        self._calibration: Calibration | None = None
         self._lock = threading.Lock()
 
     def baseline(self, query_vector: np.ndarray) -> float:
-        """The query's BASELINE_RANK-th best cosine with the cohort: the bar a memory's cosine must clear."""
-        return self.stats(query_vector).bar
+        """The query's BASELINE_RANK-th best cosine with the cohort, both languages together."""
+        return self._of(self._all(), query_vector).bar
 
-    def stats(self, query_vector: np.ndarray) -> CohortStats:
-        """The query's cosines with the cohort, summed up (one matrix-vector product)."""
-        cosines = np.sort(self._load() @ np.asarray(query_vector, dtype=np.float32))[::-1]
-        return CohortStats(float(cosines.mean()), float(cosines.std()), float(cosines[min(BASELINE_RANK, len(cosines)) - 1]))
+    def stats(self, query_vector: np.ndarray) -> dict[str, CohortStats]:
+        """The query's cosines with the cohort of each language, summed up: what an unrelated memory in that
+        language scores for this query (the two differ: a model's cosines run higher within a language)."""
+        vectors = self._load()
+        return {lang: self._of(vectors[f"doc-{lang}"], query_vector) for lang in COHORT}
 
-    def _load(self) -> np.ndarray:
+    def calibration(self) -> Calibration:
+        """The model's anchors (calibration.py), measured on first use."""
         with self._lock:
-            if self._vectors is None:
-                texts = [text for statements in COHORT.values() for text in statements]
-                matrix = np.asarray(self._embedder.embed_documents(texts), dtype=np.float32)
-                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                self._vectors = matrix / np.where(norms > 0, norms, 1.0)
-            return self._vectors
+            if self._calibration is None:
+                vectors = self._load_locked(calibration=True)
+                self._calibration = calibrate(
+                    self._embedder.name, {lang: vectors[f"query-{lang}"] for lang in COHORT},
+                    {lang: vectors[f"doc-{lang}"] for lang in COHORT}, vectors["paraphrase-query"],
+                    vectors["paraphrase-doc"])
+            return self._calibration
+
+    @staticmethod
+    def _of(matrix: np.ndarray, query_vector: np.ndarray) -> CohortStats:
+        cosines = np.sort(matrix @ np.asarray(query_vector, dtype=np.float32))[::-1]
+        return CohortStats(float(cosines.mean()), float(cosines.std()),
+                           float(cosines[min(BASELINE_RANK, len(cosines)) - 1]))
+
+    def _all(self) -> np.ndarray:
+        vectors = self._load()
+        return np.concatenate([vectors[f"doc-{lang}"] for lang in COHORT])
+
+    def _load(self) -> dict[str, np.ndarray]:
+        with self._lock:
+            return self._load_locked(calibration=False)
+
+    def _load_locked(self, *, calibration: bool) -> dict[str, np.ndarray]:
+        if self._vectors is None or (calibration and "paraphrase-doc" not in self._vectors):
+            self._vectors = self._read_cache() or self._embed(calibration=calibration or self._cache is not None)
+        return self._vectors
+
+    def _embed(self, *, calibration: bool) -> dict[str, np.ndarray]:
+        """The cohort as memories; with ``calibration`` also as queries, and the paraphrase pairs. Saved to the
+        cache when complete."""
+        vectors = {f"doc-{lang}": _unit(self._embedder.embed_documents(list(texts))) for lang, texts in COHORT.items()}
+        if calibration:
+            vectors.update({f"query-{lang}": _unit(self._embedder.embed_queries(list(texts)))
+                            for lang, texts in COHORT.items()})
+            vectors["paraphrase-query"] = _unit(self._embedder.embed_queries([first for first, _ in PARAPHRASES]))
+            vectors["paraphrase-doc"] = _unit(self._embedder.embed_documents([second for _, second in PARAPHRASES]))
+            self._write_cache(vectors)
+        return vectors
+
+    def _cache_file(self) -> Path | None:
+        if self._cache is None:
+            return None
+        texts = [self._embedder.name, *(t for texts in COHORT.values() for t in texts), *(t for p in PARAPHRASES for t in p)]
+        digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:16]
+        return self._cache / f"calibration-{digest}.npz"
+
+    def _read_cache(self) -> dict[str, np.ndarray] | None:
+        path = self._cache_file()
+        if path is None or not path.is_file():
+            return None
+        try:
+            with np.load(path) as stored:
+                return {key: np.asarray(stored[key], dtype=np.float32) for key in stored.files}
+        except (OSError, ValueError, KeyError) as exc:  # a damaged or partly written file: measured again
+            log.warning("vecmem: ignoring the calibration cache %s (%s)", path, exc)
+            return None
+
+    def _write_cache(self, vectors: dict[str, np.ndarray]) -> None:
+        path = self._cache_file()
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staging = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
+            np.savez(staging, **vectors)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
+            os.replace(staging, path)  # atomic: another process reads the whole file or none
+        except OSError as exc:  # a read-only cache costs the next process the same embedding, nothing else
+            log.warning("vecmem: could not keep the calibration in %s (%s)", path, exc)
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 def dense_relevance(cosine: float, baseline: float) -> float:

@@ -28,6 +28,7 @@ import numpy as np
 from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
+from vecmem.retrieval.calibration import language
 from vecmem.retrieval.embedders import Embedder
 from vecmem.retrieval.fusion import (
     DIALOGUE_KEYWORD_DECAY,
@@ -80,7 +81,10 @@ class Retriever:
         self.settings = settings
         self.access = access
         self._replicas = Replicas(store, settings)
-        self._cohort = Cohort(embedder)  # the bar a cosine must clear to count as relevant (relevance.py)
+        # the bar a cosine must clear to count as relevant, and what a cosine means for this model (relevance.py,
+        # calibration.py); kept in the model cache for a model run here, measured anew for one passed in
+        self._cohort = Cohort(embedder, settings.model_cache if type(embedder).__module__.startswith("vecmem.")
+                              else None)
         self._pool: ThreadPoolExecutor | None = None  # embeds a query while the keyword side runs; made lazily
         self._pool_lock = threading.Lock()
         _OPEN.add(self)
@@ -109,6 +113,7 @@ class Retriever:
     def warm_up(self) -> None:
         """Load the embedding model and embed the relevance cohort (relevance.py) before a first search needs them."""
         self._cohort.baseline(self.embedder.embed_query("warm up"))
+        self._cohort.calibration()
 
     def hold_vectors(self, user: str, timeout: float | None = None) -> bool:
         """Hold the user's vectors in memory from now on (held.py) and wait up to ``timeout`` for them; True
@@ -172,8 +177,11 @@ class Retriever:
                                               weights.importance, settings.recency_decay_per_day)
         dates = None if window is None else {i: window.closeness(fields[1]) for i in candidates
                                              if (fields := view.ranking_fields(i)) is not None}
+        languages = {memory_id: language(" ".join(snapshot.index.tokens_of(memory_id) or ()))
+                     for memory_id in candidates} if sides[0].vector is not None else None
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
-                          None if side.vector is None else self._cohort.stats(side.vector), dates) for side in sides]
+                          None if side.vector is None else self._cohort.stats(side.vector), dates, languages)
+                   for side in sides]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
@@ -196,9 +204,17 @@ class Retriever:
         terms_asked = [term for part in worded for term in asks_about(part)]
         terms_asked += [term for side in sides for term in side.variants.terms]  # variants: "Muhammad" matched
         # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
+        asked_in = language(query)
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
+                        closeness=self._closeness(parts[hit.id][0], asked_in, hit.content),
                         matched_terms=matched_terms(query, terms_asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
                 for hit in hits]
+
+    def _closeness(self, cosine: float | None, asked_in: str, content: str) -> float | None:
+        """The cosine on the model's calibrated scale (calibration.py), for the query's and the memory's languages."""
+        if cosine is None:
+            return None
+        return self._cohort.calibration().closeness(cosine, asked_in, language(content))
 
     def _side(self, user: str, query: str, utterances: list[str] | None, worded: list[list[tuple[str, str]]],
               snapshot: Snapshot, view: FilterView, wanted: int) -> _Side:
