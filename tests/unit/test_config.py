@@ -64,6 +64,7 @@ def test_every_variable_is_read():
         ({"VECMEM_CHROMA_URL": "localhost:8000"}, "VECMEM_CHROMA_URL"),
         ({"VECMEM_OVERFETCH": "0"}, "VECMEM_OVERFETCH"),
         ({"VECMEM_EMBED_BACKEND": "tensorflow"}, "VECMEM_EMBED_BACKEND"),
+        ({"VECMEM_EMBED_QUERY_STYLE": "prefix"}, "VECMEM_EMBED_QUERY_STYLE"),
         ({"VECMEM_SEARCH_MODE": "fuzzy"}, "VECMEM_SEARCH_MODE"),
         ({"VECMEM_DENSE_WEIGHT": "1.5"}, "VECMEM_DENSE_WEIGHT"),
     ],
