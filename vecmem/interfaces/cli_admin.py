@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, CommandGroup, Context, UsageError, arg, positive_int
-from vecmem.retrieval.embedders import canonical_model_name, default_model
 
 if TYPE_CHECKING:
     from vecmem.api import MemoryApi
@@ -296,6 +295,8 @@ def claim(ctx: Context) -> int:
             print("nothing changed", file=ctx.out)
             return EXIT_OK
     settings = ctx.settings()
+    from vecmem.retrieval.embedders import canonical_model_name, default_model  # numpy: not for every command
+
     where = claim_store(settings, canonical_model_name(settings.embed_model or default_model()))
     print(f"the store is now shared through the state in {where}", file=ctx.out)
     return EXIT_OK

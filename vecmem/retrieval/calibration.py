@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PARAPHRASES", "PARAPHRASE_AT", "Anchors", "Calibration", "language", "pair_of"]
+__all__ = ["LANGUAGES", "PARAPHRASES", "PARAPHRASE_AT", "Anchors", "Calibration", "calibrate", "language", "pair_of"]
 
 PARAPHRASE_AT = 0.8  # where a typical paraphrase sits on the calibrated scale (module docstring)
 UNRELATED_TOP = 0.99  # the quantile of unrelated pairs that must stay below the paraphrases' median

@@ -80,13 +80,14 @@ class Fusion:
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
                  cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
-                 languages: Mapping[str, str] | None = None) -> None:
+                 languages: Mapping[str, str] | None = None, ceilings: Mapping[str, float] | None = None) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
         self.dense_weight = dense_weight
         self.cohort = cohort  # the query's chance level in each language (relevance.Cohort.stats)
         self.languages = languages or {}  # each candidate's language (calibration.language); English if unknown
+        self.ceilings = ceilings or {}  # by a memory's language: the model's cosine of the same statement
         self._above: dict[str, float] = {}  # each candidate's cosine above chance in its language, in spreads
         self._dense_span, dense_share = 1.0, 0.0
         if dense is not None:
@@ -131,7 +132,9 @@ class Fusion:
         """The larger of the two sides' evidence beyond chance, in [0, 1] (relevance.py)."""
         sides = []
         if self.dense is not None and self.cohort is not None:
-            sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self._chance(memory_id).bar))
+            lang = self.languages.get(memory_id, "en")
+            sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self._chance(memory_id).bar,
+                                         self.ceilings.get(lang, 1.0)))
         if self.keyword is not None:
             scale = self.keyword.scale
             sides.append(min(1.0, self.keyword.score_of(memory_id) / scale) if scale > 0 else 0.0)

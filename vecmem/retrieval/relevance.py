@@ -202,11 +202,13 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms > 0, norms, 1.0)
 
 
-def dense_relevance(cosine: float, baseline: float) -> float:
-    """How far a cosine stands above the cohort's bar, as a share of the way to 1; 0 at or below it."""
-    if baseline >= 1.0:
+def dense_relevance(cosine: float, baseline: float, ceiling: float = 1.0) -> float:
+    """How far a cosine stands above the cohort's bar, as a share of the way to ``ceiling``: the cosine of a
+    statement with itself for this model and these languages (calibration.py; 1 for a model that embeds queries
+    and memories alike), so a share means the same for every model; 0 at or below the bar."""
+    if baseline >= ceiling:
         return 0.0
-    return min(1.0, max(0.0, (cosine - baseline) / (1.0 - baseline)))
+    return min(1.0, max(0.0, (cosine - baseline) / (ceiling - baseline)))
 
 
 def idf(df: int, documents: int) -> float:
