@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval bench bench-users bench-ann bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-users bench-ann bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -120,7 +120,13 @@ bench-mem0: $(MEM0_VENV)/.installed-stamp
 # Each benchmark in dense, keyword and hybrid, with the default weights (0.6/0.2/0.2) and, as the papers report,
 # similarity alone (1/0/0), both over one index, beside plain BM25 and plain cosine on the same data (--baselines).
 EVAL := $(BIN)/python scripts/eval_hit_rate.py --mode dense keyword hybrid --baselines --quiet
+# every benchmark with each model, the default first (EVAL_MODELS="multilingual-e5-small" for one)
+EVAL_MODELS ?= multilingual-e5-small all-MiniLM-L6-v2
 eval: install
+	@for model in $(EVAL_MODELS); do echo "=== model: $$model"; \
+	  $(MAKE) --no-print-directory eval-one VECMEM_EMBED_MODEL=$$model || exit 1; done
+
+eval-one:
 	$(EVAL) --format vecmem --data data/eval/native_en.json
 	$(EVAL) --format vecmem --data data/eval/native_zh.json
 	$(EVAL) --format vecmem --data data/eval/paraphrase.json
