@@ -28,8 +28,12 @@ _WILDCARDS = ("0.0.0.0", "::", "")  # every address: not a name a client sends
 
 @commands.command("reindex", "re-embed every memory with the configured embedding model", per_user=False)
 def reindex(ctx: Context) -> int:
+    from vecmem.bank import MemoryBank
+
     bank = ctx.bank(verify_model=False)  # the point is to replace the vectors of another model
-    total = sum(bank.count(user_id=user) for user in bank.users())
+    # counted per user where the store is open here (no scan); an owner process is asked for its stats
+    total = (sum(bank.count(user_id=user) for user in bank.users()) if isinstance(bank, MemoryBank)
+             else bank.stats().count)
     with _progress(ctx.err, total) as progress:
         done = bank.reindex(progress=progress)
     print(f"re-embedded {sum(done.values())} memories of {len(done)} user(s) with {bank.settings.embed_model}",

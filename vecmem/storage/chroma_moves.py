@@ -24,11 +24,10 @@ with the old model, whole, until every memory has a vector of the new one:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
 import hashlib
 import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
