@@ -18,9 +18,7 @@ writes exactly.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,33 +27,12 @@ from vecmem.errors import EmbeddingMismatchError, StoreError
 from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
 from vecmem.storage.base import IndexedRow, RawRow, UserWrite, announced, check_owner, check_write
 from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.memory_state import _Memories, _Row, stage, swap_staged
 from vecmem.storage.rows import from_row, to_metadata
 
 __all__ = ["InMemoryStore"]
 
 _DIMENSION_HINT = " (the embedding model changed its output size; run `vecmem reindex`)"  # as ChromaStore says
-
-
-@dataclass
-class _Row:
-    place: str  # the type it is filed under (Chroma: the collection it is in)
-    document: str
-    metadata: dict[str, Any]  # rows.to_metadata plus "keywords", as Chroma keeps it
-    vector: np.ndarray  # float32, as Chroma keeps it
-
-
-@dataclass
-class _Memories:
-    """What every client of one in-memory store shares."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    rows: dict[str, dict[str, _Row]] = field(default_factory=dict)  # user -> id -> row, in writing order
-    places: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # user -> type -> (model, dim)
-    model: tuple[str, int] | None = None  # the store-wide model record (Chroma's registry collection)
-    # a reindex to another model: user -> type -> id -> (document, metadata, vector) embedded with ``staged_for``
-    # (Chroma's staging copies), swapped in by ``finish_rebuild``; kept when a reindex fails, so a rerun resumes
-    staged: dict[str, dict[str, dict[str, tuple[str, dict[str, Any], np.ndarray]]]] = field(default_factory=dict)
-    staged_for: tuple[str, int] | None = None
 
 
 class InMemoryStore:
@@ -341,7 +318,8 @@ class InMemoryStore:
         with self._memories.lock:
             places = self._places(user_id, verify=False)
         if any(model != self.model_name for model, _ in places.values()):
-            return self._stage(user_id, list(places), embed_documents, dimension, batch_size, progress)
+            return stage(self._memories, user_id, list(places), (self.model_name, dimension),
+                         lambda documents: _embedded(embed_documents, list(documents)), batch_size, progress)
         copied = 0
         for place in places:
             with self._memories.lock:
@@ -365,60 +343,11 @@ class InMemoryStore:
             self.changes.reset(user_id)
         return copied
 
-    def _stage(self, user_id: str, places: list[str], embed_documents: Callable[[Sequence[str]], np.ndarray],
-               dimension: int, batch_size: int, progress: Callable[[int], None] | None) -> int:
-        """``rebuild`` to another model: each place's rows copied into the staging copy, embedded anew unless
-        staged already with the same text (then only the metadata is brought up to date)."""
-        with self._memories.lock:
-            if self._memories.staged_for != (self.model_name, dimension):
-                self._memories.staged, self._memories.staged_for = {}, (self.model_name, dimension)
-            staged_user = self._memories.staged.setdefault(user_id, {})
-        total = 0
-        for place in places:
-            with self._memories.lock:
-                filed = [(memory_id, row.document, dict(row.metadata)) for memory_id, row in self._filed(user_id, [place])]
-                staged = staged_user.setdefault(place, {})
-                for gone in set(staged) - {memory_id for memory_id, _, _ in filed}:
-                    del staged[gone]
-                fresh = [(i, d, m) for i, d, m in filed if i not in staged or staged[i][0] != d]
-                for memory_id, document, metadata in filed:
-                    if memory_id in staged and staged[memory_id][0] == document:
-                        staged[memory_id] = (document, metadata, staged[memory_id][2])
-            if progress is not None and len(filed) > len(fresh):
-                progress(len(filed) - len(fresh))
-            step = max(batch_size, 1)
-            for start in range(0, len(fresh), step):
-                batch = fresh[start : start + step]
-                vectors = _embedded(embed_documents, [d for _, d, _ in batch])
-                with self._memories.lock:
-                    for (memory_id, document, metadata), vector in zip(batch, vectors, strict=True):
-                        staged[memory_id] = (document, metadata, vector)
-                if progress is not None:
-                    progress(len(batch))
-            total += len(filed)
-        return total
-
     def finish_rebuild(self, dimension: int) -> None:
         """After every user is rebuilt, record ``model_name`` and ``dimension`` for the whole store, and swap in
         what was staged for it."""
-        reset: list[str] = []
-        with self._memories.lock:
-            self._memories.model = (self.model_name, dimension)
-            staged, self._memories.staged = self._memories.staged, {}
-            if self._memories.staged_for != (self.model_name, dimension):
-                staged = {}
-            self._memories.staged_for = None
-            for user_id, by_place in staged.items():
-                rows = self._memories.rows.setdefault(user_id, {})
-                for place, copies in by_place.items():
-                    for memory_id in [i for i, row in rows.items() if row.place == place and i not in copies]:
-                        del rows[memory_id]
-                    for memory_id, (document, metadata, vector) in copies.items():
-                        rows[memory_id] = _Row(place, document, metadata, vector)
-                    self._memories.places.setdefault(user_id, {})[place] = (self.model_name, dimension)
-                reset.append(user_id)
-        if self.changes is not None:
-            for user_id in reset:
+        for user_id in swap_staged(self._memories, (self.model_name, dimension)):
+            if self.changes is not None:
                 self.changes.reset(user_id)
 
 
