@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-users bench-ann bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-users bench-ann bench-reindex bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -25,6 +25,7 @@ help:
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
+	@echo "make bench-reindex - reindex of 100,000 memories between two fake models, rate and wall time (BENCH_REINDEX_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras and the LangGraph/LangChain adapters' packages"
 
@@ -103,6 +104,13 @@ bench-users: install
 BENCH_ANN_ARGS ?= --sizes 1000,6000,20000
 bench-ann: install
 	HF_HUB_OFFLINE=1 $(BIN)/python scripts/bench_ann.py $(BENCH_ANN_ARGS)
+
+# `vecmem reindex` of a big store between two fast fake models (so vecmem's and Chroma's part, not a model's):
+# memories/s, wall time, and that every memory came through once. BENCH_REINDEX_ARGS="--kill-at 0.5" SIGKILLs
+# the first reindex halfway and resumes it.
+BENCH_REINDEX_ARGS ?= --n 100000
+bench-reindex: install
+	$(BIN)/python scripts/bench_reindex.py $(BENCH_REINDEX_ARGS)
 
 # mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
 # protobuf older than the one vecmem's venv has.

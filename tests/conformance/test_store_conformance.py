@@ -365,9 +365,12 @@ def test_rebuild_re_embeds_every_memory_and_keeps_records_and_tokens(opener: Ope
     batches: list[int] = []
     assert reindexer.rebuild("alice", _small_embedding, 4, batch_size=2, progress=batches.append) == 4
     assert sum(batches) == 4 and max(batches) <= 2
-    assert reindexer.collection_models("alice") == {"fact": ("model-2", 4), "preference": ("model-2", 4)}
-    assert reindexer.stored_model() == (MODEL, DIM)  # until every user is rebuilt
+    # until every user is rebuilt, the store is the old model's, whole
+    assert reindexer.collection_models("alice") == {"fact": (MODEL, DIM), "preference": (MODEL, DIM)}
+    assert reindexer.stored_model() == (MODEL, DIM)
+    assert store.get_indexed("alice", ["f1"])["f1"][1].shape == (DIM,)
     reindexer.finish_rebuild(4)
+    assert reindexer.collection_models("alice") == {"fact": ("model-2", 4), "preference": ("model-2", 4)}
     assert reindexer.stored_model() == ("model-2", 4)
     reindexer.check_model()
     with pytest.raises(EmbeddingMismatchError):
@@ -393,6 +396,56 @@ def test_a_failed_rebuild_leaves_the_memories_as_they_were(opener: Opener) -> No
     _, vector, _ = store.get_indexed("alice", ["m1"])["m1"]
     np.testing.assert_allclose(vector, unit(1.0), atol=1e-6)
     assert store.collection_models("alice") == {"fact": (MODEL, DIM)}
+
+
+class _Interrupted(Exception):
+    """What a reindex killed midway looks like to the test: the embedder stops answering."""
+
+
+def test_an_interrupted_rebuild_resumes_embedding_only_what_is_left(opener: Opener) -> None:
+    store = opener()
+    write(store, [rec(f"f{n}", content=f"fact number {n}") for n in range(7)] + [rec("p1", type="preference")])
+    write(store, [rec("b1", "bob"), rec("b2", "bob", type="instruction")], user="bob")
+    embedded: list[str] = []
+
+    def embed(documents: Sequence[str]) -> np.ndarray:
+        if stop_after is not None and len(embedded) >= stop_after:
+            raise _Interrupted
+        embedded.extend(documents)
+        return _small_embedding(documents)
+
+    stop_after: int | None = 4  # two batches of alice's
+    reindexer = opener(model_name="model-2")
+    with pytest.raises(_Interrupted):
+        for user in reindexer.users():
+            reindexer.rebuild(user, embed, 4, batch_size=2)
+    first = list(embedded)
+    # the old model still reads every memory, with its own vectors, and writes on meanwhile
+    store.check_model()
+    assert store.collection_models("alice") == {"fact": (MODEL, DIM), "preference": (MODEL, DIM)}
+    assert store.nearest("alice", unit(1.0), 8)[0]
+    write(store, [rec("f0", content="fact number 0, corrected"), rec("f8", content="a fact written meanwhile")])
+    store.delete("alice", ["f6"])
+    store.update_metadata("alice", [rec(first_id := "f1", content="fact number 1", importance=0.9)])
+
+    stop_after, embedded[:] = None, []
+    done = {user: reindexer.rebuild(user, embed, 4, batch_size=2) for user in reindexer.users()}
+    reindexer.finish_rebuild(4)
+    assert done == {"alice": 8, "bob": 2}
+    again = [d for d in embedded if d in first]
+    assert again == ["fact number 0, corrected"] or not again  # only a changed text is embedded twice
+    assert sorted(first + embedded) == sorted({*first, *embedded})  # nothing else was embedded twice
+    assert "a fact written meanwhile" in embedded and len(first) == 4
+    reindexer.check_model()
+    with pytest.raises(EmbeddingMismatchError):
+        opener().check_model()
+    alice = reindexer.get_indexed("alice", [f"f{n}" for n in range(9)] + ["p1"])
+    assert sorted(alice) == ["f0", "f1", "f2", "f3", "f4", "f5", "f8", "p1"]
+    assert alice[first_id][0].importance == 0.9
+    for memory_id, (record, vector, _) in {**alice, **reindexer.get_indexed("bob", ["b1", "b2"])}.items():
+        np.testing.assert_allclose(vector, _small_embedding([record.content])[0], atol=1e-6, err_msg=memory_id)
+    assert reindexer.collection_models("bob") == {"fact": ("model-2", 4), "instruction": ("model-2", 4)}
+    assert len(reindexer.nearest("alice", _small_embedding(["x"])[0], 20)[0]) == 8
 
 
 # ----------------------------------------------------------------------------------------- the change feed

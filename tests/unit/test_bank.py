@@ -12,6 +12,7 @@ from vecmem import (
     EmbeddingMismatchError,
     InvalidInputError,
     MemoryBank,
+    MemoryRecord,
     NotFoundError,
     content_id,
 )
@@ -261,6 +262,36 @@ class TestPersistenceAndModel:
         with pytest.raises(EmbeddingError):
             make_bank(embedder=Broken("model-b", 32), verify_model=False).reindex()
         assert ids(make_bank(embedder=FakeEmbedder("model-a", 64)).search("still here", 1))
+
+    def test_a_reindex_that_died_midway_resumes_without_embedding_twice(self, make_bank, settings):
+        class Dying(FakeEmbedder):
+            def embed_documents(self, texts):
+                if self.document_calls == 3:  # the fourth batch: a kill, as far as the reindex can tell
+                    raise KeyboardInterrupt
+                return super().embed_documents(texts)
+
+        small = settings.with_changes(embed_batch_size=1, dedicated_at=40)  # batches of 64; "big" has its own
+        old = make_bank(settings=small, embedder=FakeEmbedder("model-a", 64))
+        old.add_records(MemoryRecord(id=f"b{n}", user_id="big", content=f"big note {n} on kestrels")
+                        for n in range(300))
+        old.add_records(MemoryRecord(id=f"s{n}", user_id=f"small{n % 3}", content=f"small note {n}")
+                        for n in range(12))
+        with pytest.raises(KeyboardInterrupt):
+            make_bank(settings=small, embedder=Dying("model-b", 32), verify_model=False).reindex()
+        reader = make_bank(settings=small, embedder=FakeEmbedder("model-a", 64))  # the old model reads it all
+        assert reader.count(user_id="big") == 300 and ids(reader.search("kestrels", 1, user_id="big"))
+        with pytest.raises(EmbeddingMismatchError):
+            make_bank(settings=small, embedder=FakeEmbedder("model-b", 32))
+
+        resumed = FakeEmbedder("model-b", 32)
+        seen: list[int] = []
+        done = make_bank(settings=small, embedder=resumed, verify_model=False).reindex(progress=seen.append)
+        assert done == {"big": 300, "small0": 4, "small1": 4, "small2": 4} and sum(seen) == 312
+        assert resumed.document_calls == 5  # the 108 left of "big" in two batches of 64, a batch per small user
+        new = make_bank(settings=small, embedder=FakeEmbedder("model-b", 32))
+        exported = list(new.export())
+        assert len(exported) == len({r.id for r in exported}) == 312
+        assert not new.doctor().findings and ids(new.search("kestrels", 1, user_id="big"))
 
     @pytest.mark.embedded_only  # white-box on Chroma's client
     def test_an_interrupted_swap_is_finished_on_open(self, make_bank, settings):

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vecmem.errors import InvalidInputError
+from vecmem.errors import EmbeddingMismatchError, InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.storage.chroma import ChromaStore
 from vecmem.storage.chroma_shared import (
@@ -225,3 +225,44 @@ def test_a_store_of_one_collection_per_user_goes_to_the_shared_collection_on_ope
     assert store.nearest("alice", _vectors(2, 4)[0], 1, types=["preference"])[0] == ["a"]
     assert {n for n in _names(store) if n.startswith("vecmem-u-")} == set()  # neither the old nor the per-type
     assert store.users() == ["alice"]
+
+
+def test_a_reindex_killed_while_switching_users_reads_as_the_new_model_and_a_rerun_embeds_nothing(tmp_path):
+    old = _open(tmp_path, dedicated_at=4)
+    _write(old, "big", [f"b{n}" for n in range(6)])  # past dedicated_at: collections of its own
+    _write(old, "small", ["s1"], memory_type="instruction")
+    embedded: list[str] = []
+
+    def embed(documents):
+        embedded.extend(documents)
+        return np.stack([np.eye(4, dtype=np.float32)[len(d) % 4] for d in documents])
+
+    def reindexer() -> ChromaStore:
+        return ChromaStore(model_name="model-2", path=tmp_path / "chroma", dedicated_at=4)
+
+    first = reindexer()
+    assert {user: first.rebuild(user, embed, 4) for user in first.users()} == {"big": 6, "small": 1}
+    assert len(embedded) == 7
+    # killed in finish_rebuild after the registry took the new model and only "big" was switched
+    first._layout.record_model(4, replace=True, reindex_from="model")
+    first._layout.refresh("big")
+    first._layout.typed("big", verify=False)
+    assert first.collection_models("big") == {"fact": ("model-2", 4)}
+    assert not [n for n in _names(first) if n.endswith("-reindex")]
+    with pytest.raises(EmbeddingMismatchError):
+        _open(tmp_path).check_model()
+
+    reader = reindexer()  # a process of the new model switches "small" as it opens them
+    reader.check_model()
+    assert reader.collection_models("small") == {"instruction": ("model-2", 4)}
+    assert sorted(reader.get("big", [f"b{n}" for n in range(6)])) == [f"b{n}" for n in range(6)]
+    np.testing.assert_allclose(reader.get_indexed("small", ["s1"])["s1"][1], embed(["small says s1"])[0])
+
+    embedded.clear()
+    rerun = reindexer()
+    assert {user: rerun.rebuild(user, embed, 4) for user in rerun.users()} == {"big": 6, "small": 1}
+    rerun.finish_rebuild(4)
+    assert embedded == []
+    assert {n for n in _names(rerun) if n.startswith(SHARED_PREFIX)} == {shared_name("model-2", 4, "small")}
+    assert rerun._layout.reindex_pending() is None and rerun.stored_model() == ("model-2", 4)
+    assert not [n for n in _names(rerun) if n.endswith("-reindex")]

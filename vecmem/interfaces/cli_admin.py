@@ -5,9 +5,11 @@ on its handler (see cli_command.py)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TextIO
 
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, CommandGroup, Context, UsageError, arg, positive_int
 
@@ -26,11 +28,77 @@ _WILDCARDS = ("0.0.0.0", "::", "")  # every address: not a name a client sends
 
 @commands.command("reindex", "re-embed every memory with the configured embedding model", per_user=False)
 def reindex(ctx: Context) -> int:
+    from vecmem.bank import MemoryBank
+
     bank = ctx.bank(verify_model=False)  # the point is to replace the vectors of another model
-    done = bank.reindex()
-    total = sum(done.values())
-    print(f"re-embedded {total} memories of {len(done)} user(s) with {bank.embed_model}", file=ctx.out)
+    # counted per user where the store is open here (no scan); an owner process is asked for its stats
+    total = (sum(bank.count(user_id=user) for user in bank.users()) if isinstance(bank, MemoryBank)
+             else bank.stats().count)
+    with _progress(ctx.err, total) as progress:
+        done = bank.reindex(progress=progress)
+    print(f"re-embedded {sum(done.values())} memories of {len(done)} user(s) with {bank.embed_model}",
+          file=ctx.out)
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _progress(stream: TextIO, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress report of a reindex (memories done of ``total``, rate, time left) on ``stream``: rich's bar on a
+    terminal, a plain line every few seconds elsewhere (a log keeps lines, not redrawn bars). Memories a killed
+    run had re-embedded count as done at once, so the rate starts high and settles."""
+    if stream.isatty():
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        columns = (TextColumn("reindexing"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                   TextColumn("{task.fields[rate]} memories/s"), TimeRemainingColumn())
+        with Progress(*columns, console=Console(file=stream), transient=True) as bar:
+            task = bar.add_task("reindex", total=total, rate="-")
+
+            def advance(count: int) -> None:
+                bar.advance(task, count)
+                speed = bar.tasks[0].speed
+                bar.update(task, rate="-" if speed is None else f"{speed:,.0f}")
+
+            yield advance
+        return
+    report = _PlainProgress(stream, total)
+    yield report.advance
+    report.line()
+
+
+class _PlainProgress:
+    """One line per ``_EVERY_S`` seconds: done / total, the rate since the start, the time left at that rate."""
+
+    _EVERY_S = 5.0
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream, self.total, self.done = stream, total, 0
+        self.started = self.last = time.monotonic()
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        if time.monotonic() - self.last >= self._EVERY_S:
+            self.line()
+
+    def line(self) -> None:
+        self.last = time.monotonic()
+        rate = self.done / max(self.last - self.started, 1e-9)
+        left = f", about {_duration((self.total - self.done) / rate)} left" if rate and self.done < self.total else ""
+        print(f"reindexing: {self.done:,}/{self.total:,} memories, {rate:,.0f}/s{left}", file=self.stream,
+              flush=True)
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
 @commands.command(

@@ -369,11 +369,12 @@ class ChromaStore:
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Re-embed every memory of a user into fresh collections, swapping each in; returns the count
-        (``ChromaCollections.rebuild`` says how a crash midway is survived)."""
+        """Re-embed every memory of a user: with the same model, into fresh collections swapped in at once; with
+        another, beside the old ones, which the store reads until ``finish_rebuild``. Returns how many memories
+        the user has (``chroma_moves.py`` says how a kill midway is survived and what a rerun skips)."""
         return self._layout.rebuild(user_id, embed_documents, dimension, batch_size=batch_size, progress=progress)
 
     def finish_rebuild(self, dimension: int) -> None:
-        """After every user is rebuilt, record the new model for the whole store."""
-        self._layout.record_model(dimension, replace=True)
-        self._layout.drop_stale_shared(dimension)
+        """After every user is rebuilt, record the new model for the whole store and switch every user to it
+        (``chroma_moves.py`` says how a kill meanwhile is survived)."""
+        self._layout.finish_rebuild(dimension)

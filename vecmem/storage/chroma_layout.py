@@ -43,6 +43,9 @@ from vecmem.storage.chroma_moves import (
     rebuild_dedicated,
     rebuild_shared,
     split_legacy,
+    stage_user,
+    swap_in,
+    switch_shared,
 )
 from vecmem.storage.chroma_registry import ChromaRegistry
 from vecmem.storage.chroma_shared import (
@@ -202,8 +205,11 @@ class ChromaCollections(ChromaRegistry):
         for user in user_ids:
             entry = entries.get(user, {})
             shared = self._shared_named(str(entry["shared"])) if entry.get("layout") == "shared" else None
-            if shared is not None:
+            if shared is not None and model_of(shared.metadata)[0] == self.model_name:
                 opened[user] = {t: self.place(shared, user, t) for t in str(entry.get("types", "")).split()}
+                continue
+            if entry and shared is not None:
+                opened[user] = self._open(user)  # of another model: a reindex may be switching users
                 continue
             if not entry and owners is None:
                 with chroma_errors("listing collections"):
@@ -224,7 +230,13 @@ class ChromaCollections(ChromaRegistry):
         types = str(entry.get("types", "")).split()
         shared = self._shared_named(str(entry["shared"])) if entry.get("shared") else None
         if layout == "shared":
-            return {} if shared is None else {t: self.place(shared, user_id, t) for t in types}
+            if shared is None:
+                return {}
+            places = {t: self.place(shared, user_id, t) for t in types}
+            if model_of(shared.metadata)[0] != self.model_name and self.reindex_pending():
+                places = switch_shared(self, user_id, places, (self.stored_model() or (self.model_name, 0))[1])
+                self.announce_reset(user_id)
+            return places
         if layout == "to-dedicated" and shared is not None:
             move_to_dedicated(self, user_id, {t: self.place(shared, user_id, t) for t in types})
         split_legacy(self, user_id)
@@ -232,6 +244,8 @@ class ChromaCollections(ChromaRegistry):
         for memory_type in MEMORY_TYPES:
             name = collection_name(user_id, memory_type)
             collection = self.get(name) or self._finish_interrupted_rebuild(name)
+            if collection is not None and model_of(collection.metadata)[0] != self.model_name:
+                collection = self._switch_staged(user_id, memory_type, collection)
             if collection is not None:  # before anything of this process loads its index: see the method
                 dedicated[memory_type] = self.with_dedicated_search(collection)
         if dedicated and self._belongs_in_shared(dedicated, moving=layout == "to-shared"):
@@ -309,6 +323,17 @@ class ChromaCollections(ChromaRegistry):
             rebuilt.modify(name=name)
             return self.client.get_collection(name, embedding_function=None)
 
+    def _switch_staged(self, user_id: str, memory_type: str, collection: Any) -> Any:
+        """A collection of another model, while a reindex to this one is switching users: its complete staging
+        copy swapped in (``chroma_moves.py``); otherwise the collection as it is."""
+        staged = self.get(collection.name + REBUILD_SUFFIX)
+        if (staged is None or model_of(staged.metadata)[0] != self.model_name
+                or not (staged.metadata or {}).get("vecmem_rebuild_complete") or not self.reindex_pending()):
+            return collection
+        swapped = swap_in(self, user_id, memory_type, staged)
+        self.announce_reset(user_id)
+        return swapped
+
     # ------------------------------------------------------------------------------------------ reindex
 
     def rebuild(
@@ -320,12 +345,36 @@ class ChromaCollections(ChromaRegistry):
         batch_size: int,
         progress: Callable[[int], None] | None,
     ) -> int:
-        """Re-embed every memory of a user into fresh collections or places (``chroma_moves.py``); returns
-        the count."""
+        """Re-embed every memory of a user (``chroma_moves.py``): in place for the same model, staged beside
+        the old ones for another; returns how many memories the user has."""
         current = self.typed(user_id, verify=False)
+        if any(model_of(c.metadata)[0] != self.model_name for c in current.values()):
+            stage_user(self, user_id, current, embed_documents, dimension, batch_size=batch_size, progress=progress)
+            with chroma_errors("counting memories"):
+                return sum(int(c.count()) for c in current.values())
+        if current and self.reindex_pending():  # switched already by the reindex this one finishes
+            with chroma_errors("counting memories"):
+                done = sum(int(c.count()) for c in current.values())
+            if progress is not None and done:
+                progress(done)
+            return done
         places = {t: c for t, c in current.items() if isinstance(c, SharedPlace)}
         if places:
             return rebuild_shared(self, user_id, places, embed_documents, dimension, batch_size=batch_size,
                                   progress=progress)
         return rebuild_dedicated(self, user_id, current, embed_documents, dimension, batch_size=batch_size,
                                  progress=progress)
+
+    def finish_rebuild(self, dimension: int) -> None:
+        """After every user is staged: record the new model (marked as switching), switch every user, drop
+        what the old model used, and clear the mark (``chroma_moves.py``)."""
+        stored = self.stored_model()
+        if stored is not None and stored[0] != self.model_name:
+            self.record_model(dimension, replace=True, reindex_from=stored[0])
+        if self.reindex_pending():
+            for user in self.users():
+                self.refresh(user)
+                self.typed(user, verify=False)  # opening a user of the old model switches them
+        self.drop_stale_shared(dimension)
+        self.drop_staging()
+        self.record_model(dimension, replace=True)

@@ -6,15 +6,26 @@ that dies midway leaves the entry saying so, and the next open of the user (``Ch
 runs the move again: copying is idempotent, and a row already in the user's own collections is never
 overwritten by the shared copy (the dedicated one wins), so nothing is lost or doubled.
 
-A reindex of a shared user writes the re-embedded rows into the shared collection of the new model
-(``shared_name``), deleting first whatever an abandoned reindex left of this user there; only once every row
-is there does the user's entry point at it, and the rows in the old one are deleted. After every user is
-rebuilt, ``drop_stale_shared`` drops shared collections of other models, along with any rows a crash left
-in them.
+A reindex to the same model rewrites a user in place (shared) or swaps in fresh collections (dedicated):
+vectors of one model mix safely. A reindex to another model works in two steps, so that the store answers
+with the old model, whole, until every memory has a vector of the new one:
+
+* staging (``stage_user``): each user's rows are copied, embedded anew, into the shared collection of the
+  new model (``shared_name``; the user's registry entry still points at the old one) or into ``-reindex``
+  collections of the user's own. Nothing the old model reads changes. ``sync_embedded`` makes a staging
+  copy equal to its source while re-embedding only rows it lacks or whose text changed, so a reindex killed
+  midway, run again, embeds only what is left (and whatever was written meanwhile by the old model);
+* switching (``ChromaStore.finish_rebuild``): the registry records the new model along with the one it
+  replaces (``vecmem_reindex_from``), then each user is switched (``switch_shared``, ``swap_in``). A process
+  killed meanwhile leaves that mark, and any process of the new model that opens a user not yet switched
+  switches them first (``ChromaCollections._open``), so the store reads as the new model throughout; the next
+  ``vecmem reindex`` switches the rest, drops the old shared collections and clears the mark.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +46,7 @@ if TYPE_CHECKING:
     from vecmem.storage.chroma_layout import ChromaCollections
 
 __all__ = ["REBUILD_SUFFIX", "copy_embedded", "move_to_dedicated", "move_to_shared", "rebuild_dedicated",
-           "rebuild_shared", "split_legacy"]
+           "rebuild_shared", "split_legacy", "stage_user", "swap_in", "switch_shared", "sync_embedded"]
 
 REBUILD_SUFFIX = "-reindex"  # a user's collection being rebuilt by a reindex
 
@@ -251,3 +262,113 @@ def rebuild_dedicated(
     layout.refresh(user_id)
     layout.announce_reset(user_id)
     return copied
+
+
+# ------------------------------------------------------------------------------------------ to another model
+
+def _digest(value: Any) -> bytes:
+    """A short fingerprint of a document or a metadata dict, to compare a staged row with its source."""
+    text = value if isinstance(value, str) else json.dumps(value or {}, sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def sync_embedded(
+    source: Any,
+    target: Any,
+    embed_documents: Callable[[Sequence[str]], np.ndarray],
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+    action: str,
+) -> int:
+    """Make ``target`` hold exactly the rows of ``source``, documents embedded anew, except rows ``target``
+    already holds with the same document (an interrupted run embedded them): those keep their vector, their
+    metadata brought up to date. Rows of ``target`` that ``source`` no longer has are deleted. ``progress``
+    hears of kept rows as of embedded ones. Returns how many rows were embedded."""
+    staged: dict[str, tuple[bytes, bytes]] = {}
+    for rows in pages(target, ["documents", "metadatas"], action):
+        for memory_id, document, metadata in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True):
+            staged[memory_id] = (_digest(document or ""), _digest(metadata))
+    embedded = 0
+    step = max(batch_size, 1)
+    for rows in pages(source, ["documents", "metadatas"], action):
+        fresh: list[int] = []
+        stale: list[int] = []  # kept vectors whose metadata changed
+        for position, memory_id in enumerate(rows["ids"]):
+            found = staged.pop(memory_id, None)
+            if found is None or found[0] != _digest(rows["documents"][position] or ""):
+                fresh.append(position)
+            elif found[1] != _digest(rows["metadatas"][position]):
+                stale.append(position)
+        if stale:
+            with chroma_errors(action):
+                target.update(ids=[rows["ids"][p] for p in stale], metadatas=[rows["metadatas"][p] for p in stale])
+        if progress is not None and len(rows["ids"]) > len(fresh):
+            progress(len(rows["ids"]) - len(fresh))
+        for start in range(0, len(fresh), step):
+            batch = {key: [rows[key][p] for p in fresh[start:start + step]] for key in ("ids", "documents", "metadatas")}
+            embedded += copy_embedded(_Rows(batch), target, embed_documents, step, progress, action)
+    if staged:
+        with chroma_errors(action):
+            target.delete(ids=list(staged))
+    return embedded
+
+
+def stage_user(
+    layout: ChromaCollections,
+    user_id: str,
+    current: Mapping[str, Any],
+    embed_documents: Callable[[Sequence[str]], np.ndarray],
+    dimension: int,
+    *,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """Copy a user's memories of another model, embedded with ``layout.model_name``, beside the ones in use
+    (module docstring); returns how many were embedded (rows an earlier run staged are not)."""
+    action = f"reindexing user {user_id!r}"
+    embedded = 0
+    for memory_type, old in current.items():
+        if isinstance(old, SharedPlace):
+            target: Any = layout.place(layout.shared_for(layout.model_name, dimension, user_id), user_id, memory_type)
+            embedded += sync_embedded(old, target, embed_documents, batch_size, progress, action)
+            continue
+        staging_name = collection_name(user_id, memory_type) + REBUILD_SUFFIX
+        staging = layout.get(staging_name)
+        if staging is not None and model_of(staging.metadata) != (layout.model_name, dimension):
+            layout.delete(staging_name)  # left by a reindex to yet another model
+            staging = None
+        unfinished = layout.user_metadata(user_id, dimension, memory_type, vecmem_rebuild_complete=False)
+        if staging is None:
+            staging = layout.create(staging_name, unfinished)
+        else:
+            with chroma_errors(action):
+                staging.modify(metadata=unfinished)  # it changes below: not to be swapped in until complete
+        embedded += sync_embedded(old, staging, embed_documents, batch_size, progress, action)
+        with chroma_errors(action):
+            staging.modify(metadata=layout.user_metadata(user_id, dimension, memory_type,
+                                                         vecmem_rebuild_complete=True))
+    return embedded
+
+
+def swap_in(layout: ChromaCollections, user_id: str, memory_type: str, staging: Any) -> Any:
+    """Put a complete staging collection in the place of the user's collection of this type; returns it."""
+    name = collection_name(user_id, memory_type)
+    dimension = model_of(staging.metadata)[1]
+    with chroma_errors(f"reindexing user {user_id!r}"):
+        layout.client.delete_collection(name)  # a kill from here to the rename: ``_finish_interrupted_rebuild``
+        staging.modify(name=name)
+        renamed = layout.client.get_collection(name, embedding_function=None)
+        renamed.modify(metadata=layout.user_metadata(user_id, dimension, memory_type))
+    return renamed
+
+
+def switch_shared(layout: ChromaCollections, user_id: str, places: Mapping[str, SharedPlace],
+                  dimension: int) -> dict[str, SharedPlace]:
+    """Point a shared user's entry at their staged rows in the shared collection of ``layout.model_name``, and
+    delete their rows in the old one; returns their new places."""
+    target = layout.shared_for(layout.model_name, dimension, user_id)
+    layout.put_entry(user_id, "shared", target.name, sorted(places))
+    for place in places.values():  # a kill before this leaves rows ``drop_stale_shared`` drops with the collection
+        with chroma_errors(f"reindexing user {user_id!r}"):
+            place.delete()
+    return {memory_type: layout.place(target, user_id, memory_type) for memory_type in places}

@@ -34,10 +34,11 @@ from vecmem.storage.chroma_shared import (
     user_key,
 )
 
-__all__ = ["DEDICATED_HNSW", "SCHEMA_VERSION", "ChromaRegistry"]
+__all__ = ["DEDICATED_HNSW", "REINDEX_FROM", "SCHEMA_VERSION", "ChromaRegistry"]
 
 _REGISTRY = "vecmem-registry"
 _CLAIM = "vecmem-state"
+REINDEX_FROM = "vecmem_reindex_from"  # registry metadata: the model a reindex is switching users away from
 SCHEMA_VERSION = 3  # 1: one collection per user; 2: one per user and type; 3: small users shared
 _ENTRY_PAGE = 500  # registry rows read by one Chroma call
 # The HNSW index of a user's own collections (those of VECMEM_DEDICATED_AT memories or more), which a search
@@ -144,9 +145,14 @@ class ChromaRegistry:
         registry = self.get(_REGISTRY)
         return None if registry is None else model_of(registry.metadata)
 
-    def record_model(self, dimension: int, *, replace: bool = False) -> None:
-        """Create the registry for a new store; ``replace`` (reindex only) moves it to the current model."""
-        metadata = {"embed_model": self.model_name, "embed_dim": dimension, "vecmem_schema": SCHEMA_VERSION}
+    def record_model(self, dimension: int, *, replace: bool = False, reindex_from: str | None = None) -> None:
+        """Create the registry for a new store; ``replace`` (reindex only) moves it to the current model, with
+        ``reindex_from`` the model it replaces while users are being switched (``chroma_moves.py``), or
+        without (the switch is over)."""
+        metadata: dict[str, Any] = {"embed_model": self.model_name, "embed_dim": dimension,
+                                    "vecmem_schema": SCHEMA_VERSION}
+        if reindex_from is not None:
+            metadata[REINDEX_FROM] = reindex_from
         with chroma_errors("recording the embedding model"):
             registry = self.client.get_or_create_collection(_REGISTRY, metadata=metadata, embedding_function=None)
             stored = registry.metadata or {}
@@ -154,7 +160,17 @@ class ChromaRegistry:
                 return
             if stored.get("embed_model") != self.model_name and not replace:
                 raise EmbeddingMismatchError(*model_of(stored), self.model_name)
+            if not replace and all(stored.get(key) == value for key, value in metadata.items()):
+                return  # a write while a switch is under way keeps its mark
             registry.modify(metadata=metadata)
+
+    def reindex_pending(self) -> str | None:
+        """The model a reindex to this one is replacing, while its users are being switched; None otherwise."""
+        registry = self.get(_REGISTRY)
+        stored = (registry.metadata or {}) if registry is not None else {}
+        if stored.get("embed_model") != self.model_name:
+            return None
+        return str(stored[REINDEX_FROM]) if stored.get(REINDEX_FROM) else None
 
     def claim(self, state_id: str, where: str, *, take_over: bool = False) -> None:
         """Record that the state ``state_id`` (at ``where``) coordinates this store, when no state does yet (or
@@ -238,3 +254,11 @@ class ChromaRegistry:
                 self.delete(name)
                 with self._lock:
                     self._shared.pop(name, None)
+
+    def drop_staging(self) -> None:
+        """After a reindex: drop ``-reindex`` collections no user was switched to (their user was erased)."""
+        with chroma_errors("listing collections"):
+            names = [c.name for c in self.client.list_collections()]
+        for name in names:
+            if name.startswith(USER_PREFIX) and name.endswith(REBUILD_SUFFIX):
+                self.delete(name)

@@ -18,9 +18,7 @@ writes exactly.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,29 +27,12 @@ from vecmem.errors import EmbeddingMismatchError, StoreError
 from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
 from vecmem.storage.base import IndexedRow, RawRow, UserWrite, announced, check_owner, check_write
 from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.memory_state import _Memories, _Row, stage, swap_staged
 from vecmem.storage.rows import from_row, to_metadata
 
 __all__ = ["InMemoryStore"]
 
 _DIMENSION_HINT = " (the embedding model changed its output size; run `vecmem reindex`)"  # as ChromaStore says
-
-
-@dataclass
-class _Row:
-    place: str  # the type it is filed under (Chroma: the collection it is in)
-    document: str
-    metadata: dict[str, Any]  # rows.to_metadata plus "keywords", as Chroma keeps it
-    vector: np.ndarray  # float32, as Chroma keeps it
-
-
-@dataclass
-class _Memories:
-    """What every client of one in-memory store shares."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    rows: dict[str, dict[str, _Row]] = field(default_factory=dict)  # user -> id -> row, in writing order
-    places: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # user -> type -> (model, dim)
-    model: tuple[str, int] | None = None  # the store-wide model record (Chroma's registry collection)
 
 
 class InMemoryStore:
@@ -330,11 +311,16 @@ class InMemoryStore:
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Re-embed every memory of the user, a type's place at a time; a place is swapped in only once all
-        its memories are re-embedded (a failure leaves it as it was). Returns how many were re-embedded."""
-        copied = 0
+        """Re-embed every memory of the user. With the same model, a type's place at a time, each swapped in once
+        all its memories are re-embedded (a failure leaves it as it was). With another, into a staging copy the
+        store does not read until ``finish_rebuild``; memories a failed run staged (same text) are not embedded
+        again. Returns how many memories the user has."""
         with self._memories.lock:
-            places = list(self._places(user_id, verify=False))
+            places = self._places(user_id, verify=False)
+        if any(model != self.model_name for model, _ in places.values()):
+            return stage(self._memories, user_id, list(places), (self.model_name, dimension),
+                         lambda documents: _embedded(embed_documents, list(documents)), batch_size, progress)
+        copied = 0
         for place in places:
             with self._memories.lock:
                 filed = [(memory_id, row.document) for memory_id, row in self._filed(user_id, [place])]
@@ -358,9 +344,11 @@ class InMemoryStore:
         return copied
 
     def finish_rebuild(self, dimension: int) -> None:
-        """After every user is rebuilt, record ``model_name`` and ``dimension`` for the whole store."""
-        with self._memories.lock:
-            self._memories.model = (self.model_name, dimension)
+        """After every user is rebuilt, record ``model_name`` and ``dimension`` for the whole store, and swap in
+        what was staged for it."""
+        for user_id in swap_staged(self._memories, (self.model_name, dimension)):
+            if self.changes is not None:
+                self.changes.reset(user_id)
 
 
 def _keywords(row: _Row) -> list[str] | None:
