@@ -122,3 +122,22 @@ def test_a_hit_clears_the_floor_and_an_unrelated_memory_does_not(bank, each_mode
         assert (hits[memory].relevance or 0.0) >= floor, (question, hits[memory])
         assert (hits[unrelated].relevance or 0.0) < floor, (question, hits[unrelated])
         assert hits[memory].closeness is not None and hits[memory].closeness > (hits[unrelated].closeness or 0.0)
+
+
+def test_a_store_built_with_minilm_keeps_it_when_no_model_is_configured_and_says_how_to_move(tmp_path, caplog, e5_embedder):
+    home = tmp_path / "home"
+    with MemoryBank(Settings(home=home, embed_model="all-MiniLM-L6-v2", cold_start=False)) as old:
+        old.add("The user lives in Hangzhou.")
+    with caplog.at_level("WARNING", logger="vecmem"):
+        with MemoryBank(Settings(home=home, cold_start=False)) as upgraded:
+            assert upgraded.embed_model == "sentence-transformers/all-MiniLM-L6-v2"
+            assert upgraded.search("Where does the user live?", 1)[0].content == "The user lives in Hangzhou."
+        with MemoryBank(Settings(home=home, cold_start=False)):
+            pass
+    said = [record.getMessage() for record in caplog.records if "vecmem reindex" in record.getMessage()]
+    assert len(said) == 1 and "multilingual-e5-small-q4" in said[0]  # once a process, naming where to move
+    with MemoryBank(Settings(home=home, embed_model="multilingual-e5-small", cold_start=False), verify_model=False) as moving:
+        assert moving.reindex() == {"default": 1}
+    with MemoryBank(Settings(home=home, cold_start=False)) as moved:
+        assert moved.embed_model == "multilingual-e5-small-q4"
+        assert moved.search("我住在哪里？", 1)[0].content == "The user lives in Hangzhou."
