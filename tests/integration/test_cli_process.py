@@ -50,7 +50,7 @@ def test_another_model_is_one_error_line_and_reindex_fixes_it(tmp_path, other_mo
     refused = run_cli("search", "favourite fruit", env=other)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    assert "sentence-transformers/all-MiniLM-L6-v2" in refused.stderr and str(other_model_dir) in refused.stderr
+    assert "multilingual-e5-small-q4" in refused.stderr and str(other_model_dir) in refused.stderr  # the default
     assert "vecmem reindex" in refused.stderr
 
     fixed = run_cli("reindex", env=other)
@@ -58,7 +58,11 @@ def test_another_model_is_one_error_line_and_reindex_fixes_it(tmp_path, other_mo
     hits = json.loads(run_cli("search", "favourite fruit", "--json", env=other).stdout)
     assert hits[0]["content"] == "The user's favourite fruit is the mango"
     assert json.loads(run_cli("stats", "--json", env=other).stdout)["embed_dim"] == 128
-    assert run_cli("search", "favourite fruit", env=env).returncode == 2  # the old model is now the stranger
+    # with no model configured the store's own model is used, and one line says how to move to the default
+    unconfigured = run_cli("search", "favourite fruit", env=env)
+    assert unconfigured.returncode == 0 and unconfigured.stderr.count("vecmem reindex") == 1
+    pinned = run_cli("search", "favourite fruit", env={**env, "VECMEM_EMBED_MODEL": "multilingual-e5-small"})
+    assert pinned.returncode == 2  # a model named explicitly is still refused
 
 
 def test_serve_answers_over_real_http_and_refuses_the_network_without_a_token(tmp_path):

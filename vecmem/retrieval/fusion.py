@@ -62,6 +62,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from vecmem.retrieval.calibration import Anchors
 from vecmem.retrieval.keyword import KeywordResult
 from vecmem.retrieval.question import QUERY_STOPWORDS
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
@@ -80,14 +81,15 @@ class Fusion:
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
                  cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
-                 languages: Mapping[str, str] | None = None, ceilings: Mapping[str, float] | None = None) -> None:
+                 languages: Mapping[str, str] | None = None, anchors: Mapping[str, Anchors] | None = None) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
         self.dense_weight = dense_weight
         self.cohort = cohort  # the query's chance level in each language (relevance.Cohort.stats)
         self.languages = languages or {}  # each candidate's language (calibration.language); English if unknown
-        self.ceilings = ceilings or {}  # by a memory's language: the model's cosine of the same statement
+        # by a memory's language, what the model's cosines mean between the query's language and it (calibration.py)
+        self.anchors = anchors or {}
         self._above: dict[str, float] = {}  # each candidate's cosine above chance in its language, in spreads
         self._dense_span, dense_share = 1.0, 0.0
         if dense is not None:
@@ -132,9 +134,10 @@ class Fusion:
         """The larger of the two sides' evidence beyond chance, in [0, 1] (relevance.py)."""
         sides = []
         if self.dense is not None and self.cohort is not None:
-            lang = self.languages.get(memory_id, "en")
-            sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self._chance(memory_id).bar,
-                                         self.ceilings.get(lang, 1.0)))
+            anchors = self.anchors.get(self.languages.get(memory_id, "en"))
+            if anchors is None or anchors.informative:  # where the model cannot tell, its cosine is no evidence
+                sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self._chance(memory_id).bar,
+                                             1.0 if anchors is None else anchors.same))
         if self.keyword is not None:
             scale = self.keyword.scale
             sides.append(min(1.0, self.keyword.score_of(memory_id) / scale) if scale > 0 else 0.0)
@@ -148,6 +151,9 @@ class Fusion:
 
     def _standing(self, memory_id: str, cosine: float) -> float:
         """How far the cosine stands above chance in the memory's language, in that cohort's spreads."""
+        anchors = self.anchors.get(self.languages.get(memory_id, "en"))
+        if anchors is not None and not anchors.informative:  # the model cannot tell (calibration.py): no evidence
+            return 0.0
         chance = self._chance(memory_id)
         above = cosine - chance.mean
         return above / chance.spread if chance.spread > 0 else (CERTAIN_Z if above > 0 else 0.0)

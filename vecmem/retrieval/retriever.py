@@ -28,7 +28,7 @@ import numpy as np
 from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
-from vecmem.retrieval.calibration import LANGUAGES, language, pair_of
+from vecmem.retrieval.calibration import LANGUAGES, Anchors, language, pair_of
 from vecmem.retrieval.embedders import Embedder
 from vecmem.retrieval.fusion import (
     DIALOGUE_KEYWORD_DECAY,
@@ -179,10 +179,10 @@ class Retriever:
                                              if (fields := view.ranking_fields(i)) is not None}
         languages = {memory_id: language(" ".join(snapshot.index.tokens_of(memory_id) or ()))
                      for memory_id in candidates} if sides[0].vector is not None else None
-        ceilings = self._ceilings(language(query)) if languages is not None else None
+        anchors = self._anchors(language(query)) if languages is not None else None
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
                           None if side.vector is None else self._cohort.stats(side.vector), dates, languages,
-                          ceilings) for side in sides]
+                          anchors) for side in sides]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
@@ -211,10 +211,10 @@ class Retriever:
                         matched_terms=matched_terms(query, terms_asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
                 for hit in hits]
 
-    def _ceilings(self, asked_in: str) -> dict[str, float]:
-        """By a memory's language, the cosine this model gives a statement with itself (calibration.py)."""
+    def _anchors(self, asked_in: str) -> dict[str, Anchors]:
+        """By a memory's language, what this model's cosines mean between it and the query's (calibration.py)."""
         anchors = self._cohort.calibration().anchors
-        return {lang: found.same for lang in LANGUAGES if (found := anchors.get(pair_of(asked_in, lang)))}
+        return {lang: found for lang in LANGUAGES if (found := anchors.get(pair_of(asked_in, lang)))}
 
     def _closeness(self, cosine: float | None, asked_in: str, content: str) -> float | None:
         """The cosine on the model's calibrated scale (calibration.py), for the query's and the memory's languages."""
