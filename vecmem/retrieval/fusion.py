@@ -103,7 +103,9 @@ class Fusion:
                     dense_share = min(1.0, max(0.0, (top - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
         keyword_share = 0.0
         if keyword is not None and keyword.best > 0:
-            keyword_share = min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
+            # how much of what the query asks its best match holds: a match on one of its words is part of the
+            # evidence when a dense side reads the rest (relevance still counts one rare shared term as enough)
+            keyword_share = min(1.0, keyword.best / keyword.whole) if keyword.whole > 0 else 1.0
         # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
         if dense is not None and keyword is not None:
             trust = dense_weight * dense_share + (1 - dense_weight) * keyword_share
