@@ -81,7 +81,8 @@ class Fusion:
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
                  cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
-                 languages: Mapping[str, str] | None = None, anchors: Mapping[str, Anchors] | None = None) -> None:
+                 languages: Mapping[str, str] | None = None, anchors: Mapping[str, Anchors] | None = None,
+                 unreadable: frozenset[str] = frozenset()) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
@@ -90,6 +91,9 @@ class Fusion:
         self.languages = languages or {}  # each candidate's language (calibration.language); English if unknown
         # by a memory's language, what the model's cosines mean between the query's language and it (calibration.py)
         self.anchors = anchors or {}
+        # memory languages whose cosines with this query say nothing: another language than the query's, where
+        # the model does not know a translation from an unrelated statement (all-MiniLM-L6-v2 across zh and en)
+        self.unreadable = unreadable
         self._above: dict[str, float] = {}  # each candidate's cosine above chance in its language, in spreads
         self._dense_span, dense_share = 1.0, 0.0
         if dense is not None:
@@ -101,16 +105,17 @@ class Fusion:
                 if top > 0:
                     self._dense_span = top
                     dense_share = min(1.0, max(0.0, (top - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
-        keyword_share = 0.0
+        keyword_share, keyword_coverage = 0.0, 0.0
         if keyword is not None and keyword.best > 0:
-            # how much of what the query asks its best match holds: a match on one of its words is part of the
-            # evidence when a dense side reads the rest (relevance still counts one rare shared term as enough)
-            keyword_share = min(1.0, keyword.best / keyword.whole) if keyword.whole > 0 else 1.0
+            keyword_share = min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
+            # how much of what the query asks its best match holds: its say against a dense side that reads the
+            # whole query (a match on one everyday word of a question must not outvote the meaning of the rest)
+            keyword_coverage = min(1.0, keyword.best / keyword.whole) if keyword.whole > 0 else 1.0
         # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
         if dense is not None and keyword is not None:
-            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_share
+            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_coverage
             self._dense_weight = dense_weight * dense_share * dense_share / trust if trust > 0 else 0.0
-            self._keyword_weight = (1 - dense_weight) * keyword_share * keyword_share / trust if trust > 0 else 0.0
+            self._keyword_weight = (1 - dense_weight) * keyword_coverage * keyword_share / trust if trust > 0 else 0.0
         else:
             self._dense_weight, self._keyword_weight = dense_share, keyword_share
 
@@ -136,8 +141,9 @@ class Fusion:
         """The larger of the two sides' evidence beyond chance, in [0, 1] (relevance.py)."""
         sides = []
         if self.dense is not None and self.cohort is not None:
-            anchors = self.anchors.get(self.languages.get(memory_id, "en"))
-            if anchors is None or anchors.informative:  # where the model cannot tell, its cosine is no evidence
+            lang = self.languages.get(memory_id, "en")
+            if lang not in self.unreadable:
+                anchors = self.anchors.get(lang)
                 sides.append(dense_relevance(self.dense.get(memory_id, 0.0), self._chance(memory_id).bar,
                                              1.0 if anchors is None else anchors.same))
         if self.keyword is not None:
@@ -153,8 +159,7 @@ class Fusion:
 
     def _standing(self, memory_id: str, cosine: float) -> float:
         """How far the cosine stands above chance in the memory's language, in that cohort's spreads."""
-        anchors = self.anchors.get(self.languages.get(memory_id, "en"))
-        if anchors is not None and not anchors.informative:  # the model cannot tell (calibration.py): no evidence
+        if self.languages.get(memory_id, "en") in self.unreadable:
             return 0.0
         chance = self._chance(memory_id)
         above = cosine - chance.mean

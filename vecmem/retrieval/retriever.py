@@ -179,10 +179,12 @@ class Retriever:
                                              if (fields := view.ranking_fields(i)) is not None}
         languages = {memory_id: language(" ".join(snapshot.index.tokens_of(memory_id) or ()))
                      for memory_id in candidates} if sides[0].vector is not None else None
-        anchors = self._anchors(language(query)) if languages is not None else None
+        asked_in = language(query)
+        anchors = self._anchors(asked_in) if languages is not None else {}
+        unreadable = frozenset(lang for lang, found in anchors.items() if lang != asked_in and not found.informative)
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
                           None if side.vector is None else self._cohort.stats(side.vector), dates, languages,
-                          anchors) for side in sides]
+                          anchors, unreadable) for side in sides]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
@@ -205,7 +207,6 @@ class Retriever:
         terms_asked = [term for part in worded for term in asks_about(part)]
         terms_asked += [term for side in sides for term in side.variants.terms]  # variants: "Muhammad" matched
         # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
-        asked_in = language(query)
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
                         closeness=self._closeness(parts[hit.id][0], asked_in, hit.content),
                         matched_terms=matched_terms(query, terms_asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
