@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-users bench-ann bench-reindex bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -23,6 +23,7 @@ help:
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native and paraphrase sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
+	@echo "make bench-targets - the speed targets of the default model and all-MiniLM-L6-v2 (BENCH_TARGETS_ARGS)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
 	@echo "make bench-reindex - reindex of 100,000 memories between two fake models, rate and wall time (BENCH_REINDEX_ARGS)"
@@ -89,6 +90,14 @@ test: install browser postgres
 BENCH_ARGS ?= --n 5000 --queries 200
 bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+# The speed targets (scripts/bench_targets.py) of the default model and of all-MiniLM-L6-v2, one after the other
+# so their figures share the machine's load: 100,000 memories of which 1,000 are embedded for real (the rest's
+# vectors synthesized), a 20,000-memory user's first search in a new process, `vecmem search` on a seeded store.
+BENCH_TARGETS_ARGS ?= --n 100000 --embed-sample 1000 --queries 100 --skip-baseline --skip-startup
+bench-targets: install
+	for model in multilingual-e5-small all-MiniLM-L6-v2; do \
+	  $(BIN)/python scripts/bench.py --targets --model $$model $(BENCH_TARGETS_ARGS) || exit 1; done
 
 # Many small users (an app's end-users): ingest against the model's own rate, search over random users, RSS,
 # disk and a raw Chroma collection with a user filter. The issue's size: BENCH_USERS_ARGS="--users 10000

@@ -59,3 +59,26 @@ def test_bench_synthetic_corpus_is_deterministic_and_varied():
 def test_bench_refuses_bad_sizes(argv, capsys):
     assert bench.main(argv) == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_synthesized_vectors_are_unit_neighbours_of_the_real_ones():
+    import numpy as np
+    from bench_targets import NEIGHBOUR_COSINE, SynthesizedEmbedder
+
+    rng = np.random.default_rng(0)
+    pool = rng.normal(size=(50, 384)).astype(np.float32)
+    pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+    filler = SynthesizedEmbedder(object(), pool, seed=1)
+    vectors = filler.embed_documents(["a"] * 200)
+    assert vectors.shape == (200, 384) and vectors.dtype == np.float32 and filler.synthesized == 200
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    nearest = (vectors @ pool.T).max(axis=1)  # each one's cosine with the real vector it came from
+    assert abs(float(nearest.mean()) - NEIGHBOUR_COSINE) < 0.05
+
+
+def test_targets_compare_each_figure_with_its_bound():
+    report = {"ingest": {"ratio_to_model": 0.9}, "search_ms": {"p95": 30.0}, "embed_query_ms": {"p50": 10.0},
+              "new_process": {"first_search_s": 2.5}, "small_store_cli": {"cached_median_s": 1.2}}
+    verdicts = {name: target["met"] for name, target in bench.targets(report).items()}
+    assert verdicts == {"a_ingest_ratio_to_model": True, "b_search_p95_over_query_embedding": False,
+                        "c_first_search_new_process_s": False, "d_vecmem_search_small_store_s": True}
