@@ -1,6 +1,9 @@
 """The chat REPL driven by scripted stdin, offline (no model configured)."""
 
 import io
+import json
+import logging
+import sys
 
 import pytest
 
@@ -125,3 +128,100 @@ def test_stats_show_the_model_calls_and_tokens_of_the_session_and_the_last_turn(
 def test_stats_say_so_when_no_model_was_called(bank):
     code, out, _ = run_chat(bank, ["/stats"])
     assert code == 0 and "model: no calls in this session (no model configured)" in out
+
+
+# ---------------------------------------------------------------------------------------------- a failed write step
+
+def _extraction_failing(times):
+    """A model whose extraction of a message in ``times`` is cut off that many times; it remembers the rest."""
+
+    def responder(kind, messages):
+        if kind != "extract":
+            return "Noted."
+        said = messages[-1]["content"].split("Exchange:\nUser: ")[1].split("\nAssistant:")[0]
+        if times.get(said):
+            times[said] -= 1
+            return '{"memories": [{"content": "The user is a back'  # cut off mid-way
+        return json.dumps({"memories": [{"content": "The user said: " + said, "type": "fact", "importance": 0.5,
+                                         "tags": [], "scope": "global", "confidence": 0.9, "action": "ADD",
+                                         "target": None}]})
+
+    return ScriptedModel(responder)
+
+
+def _learnt(bank):
+    return {record.content for record in bank.list_memories() if record.source != "template"}
+
+
+def run_chat_on_a_terminal(bank, lines, model, monkeypatch):
+    """The chat as a terminal shows it: answers, notes, errors and anything logged on one screen, in order, and no
+    logging configured by the application (so Python's last-resort handler prints what nothing else handles)."""
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", screen)  # where the last-resort handler writes
+    monkeypatch.setattr(logging.root, "handlers", [])  # pytest's capture would handle the records otherwise
+    code = main(["--session", "s1"], stdin=io.StringIO("\n".join(lines) + "\n"), stdout=screen, stderr=screen,
+                bank=bank, model=model)
+    return code, screen.getvalue().splitlines()
+
+
+def test_a_failed_write_step_is_one_line_and_the_retried_message_says_it_was_learnt_late(bank, monkeypatch):
+    model = _extraction_failing({"I work on the payments team": 1})
+    code, screen = run_chat_on_a_terminal(bank, ["I work on the payments team", "I live in Hangzhou"], model,
+                                          monkeypatch)
+    assert code == 0
+    assert [line for line in screen if line.startswith("assistant> ")] == ["assistant> Noted."] * 2
+    (failed,) = [line for line in screen if "not valid JSON" in line]  # once, on its own line
+    assert failed.startswith("vecmem: error: ") and failed.endswith("retried next turn")
+    assert not any(line.startswith("  note:") for line in screen)
+    memory_lines = [line for line in screen if line.startswith("  memory")]
+    assert memory_lines == [
+        '  memory (learnt late: "I work on the payments team"): kept as fact (model: the model extracted 1 statement)',
+        "  memory: kept as fact (model: the model extracted 1 statement)",
+    ]
+    assert _learnt(bank) == {"The user said: I work on the payments team", "The user said: I live in Hangzhou"}
+
+
+def test_a_parked_write_is_one_note_and_the_next_message_is_still_learnt(bank, monkeypatch):
+    model = _extraction_failing({"I work on the payments team": 2})
+    code, screen = run_chat_on_a_terminal(
+        bank, ["I work on the payments team", "I live in Hangzhou", "I keep two cats"], model, monkeypatch)
+    assert code == 0
+    # the answer's line holds the answer alone: nothing logged is glued to it, nor printed a second time
+    assert [line for line in screen if line.startswith("assistant> ")] == ["assistant> Noted."] * 3
+    (gave_up,) = [line for line in screen if "gave up" in line]
+    assert gave_up.startswith('  note: gave up writing memories from the message "I work on the payments team"')
+    # the turn that parked the failed one learnt its own message then, not a turn late
+    second_turn = screen[screen.index("assistant> Noted.", screen.index("assistant> Noted.") + 1):]
+    assert "  memory: kept as fact (model: the model extracted 1 statement)" in second_turn[:4]
+    assert not any("learnt late" in line for line in screen)
+    assert _learnt(bank) == {"The user said: I live in Hangzhou", "The user said: I keep two cats"}
+
+
+# ---------------------------------------------------------------------------------------------- /history
+
+def test_history_lists_versions_oldest_first_each_dated_when_it_began(bank, clock):
+    typescript = bank.add("用户喜欢用 TypeScript", memory_type="preference")  # 12:00
+    clock.advance(minutes=1)
+    bank.update(typescript.id, content="用户喜欢用 Go")  # 12:01: "用户喜欢用 TypeScript" is kept as @v1
+    code, out, err = run_chat(bank, [f"/history {typescript.id}"])
+    assert code == 0 and err == ""
+    lines = [line for line in out.splitlines() if typescript.id in line]
+    assert lines == [
+        f"2026-06-01 12:00  {typescript.id}@v1  (earlier version, edited 2026-06-01 12:01)  用户喜欢用 TypeScript",
+        f"2026-06-01 12:01  {typescript.id}  (live)  用户喜欢用 Go",
+    ]
+
+
+def test_history_reads_oldest_to_newest_with_supersession_and_edits_live_last(bank, clock):
+    rust = bank.add("The user likes Rust", memory_type="preference")  # 12:00, edited at 12:30 below
+    clock.advance(minutes=10)
+    go = bank.add("The user likes Go", memory_type="preference")  # 12:10, replaced by Rust's memory
+    bank.supersede(go.id, rust.id)
+    clock.advance(minutes=20)
+    bank.update(rust.id, content="The user likes Rust and Zig")  # 12:30
+    code, out, err = run_chat(bank, [f"/history {go.id}"])
+    assert code == 0 and err == ""
+    lines = [line for line in out.splitlines() if line.startswith("2026-")]
+    assert [line.split("  ")[1] for line in lines] == [f"{rust.id}@v1", go.id, rust.id]
+    assert [line[:16] for line in lines] == ["2026-06-01 12:00", "2026-06-01 12:10", "2026-06-01 12:30"]
+    assert lines[-1].endswith("(live)  The user likes Rust and Zig")

@@ -15,7 +15,8 @@ memory (the task in progress, verbatim until marked done) and long-term (the Mem
   resolution; with a model, the gate's judgement and the extraction are one call (learn.write_message). If that
   fails (the model, or the store refusing a write), the turn stays in short-term memory and is retried with the
   next message, once: a second failure parks it (``WRITE_ATTEMPTS``), reported in the turn's result and logged,
-  so one bad turn never fails every later message. The answer is never lost to it. When the model failed to
+  so one bad turn never fails every later message, and the messages after it are written as usual. A turn
+  written on a later turn than its own says so (``TurnWrite.late``). The answer is never lost to it. When the model failed to
   answer, the write step does not ask it again in the same turn: a model that is down costs one call (at most
   ``VECMEM_LLM_TIMEOUT``) and one error line a turn, and the turns wait, pending, for the next answered one.
 * Model cost: every call is counted (``MeteredModel``: calls, and tokens as the budgeter counts them), per turn
@@ -70,6 +71,10 @@ WRITE_ATTEMPTS = 2
 RETRY, PARKED = "retry", "parked"
 
 logger = logging.getLogger(__name__)
+# What is logged here is also in the turn's result (``TurnResult.parked``, ``notices``), which the chat prints.
+# Without a handler of the application's, Python's last-resort handler would print it a second time, on stderr
+# in the middle of the streamed answer: the application's own logging configuration decides where it goes.
+logger.addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class TurnWrite:
     turn_id: int
     decision: GateDecision
     written: tuple[Written, ...] = ()
+    late: bool = False  # written on a later turn than its own: its write step failed once, or waited for an answer
 
 
 @dataclass(frozen=True)
@@ -236,11 +242,12 @@ class MemoryAgent:
         for pending in self._unwritten():
             reply = answer if pending.id == current_turn else self.sessions.reply_to(pending.id)
             try:
-                write = self._write_turn(pending.id, pending.content, reply)
+                write = self._write_turn(pending.id, pending.content, reply, late=pending.id != current_turn)
             except VecmemError as exc:  # the model failed, or the store refused a write: nothing half-done is lost
-                # One failure is retried with the next message; a second parks the turn, so a turn that cannot
-                # be written (a refusal that will not change) is not retried on every message for good. Either
-                # way the write step stops here, so a model that is down costs one failed call per message.
+                # One failure is retried with the next message, and the write step stops here, so a model that
+                # is down costs one failed call a turn. A second failure parks the turn, so a turn that cannot be
+                # written (a refusal that will not change) is not retried on every message for good, nor holds
+                # back the messages after it: they still get their write step, each at most WRITE_ATTEMPTS calls.
                 if pending.status != RETRY:
                     self.sessions.set_status(pending.id, RETRY)
                     return writes, str(exc), summaries, notices, parked
@@ -251,7 +258,7 @@ class MemoryAgent:
                 logger.warning("session %s: %s", self.session_id, line)
                 parked.append(line)
                 notices.append(line)
-                return writes, None, summaries, notices, parked
+                continue
             writes.append(write)
             if write.decision.keep:
                 memory_ids = [w.record.id for w in write.written if w.record is not None]
@@ -264,7 +271,7 @@ class MemoryAgent:
             self.decay_templates()
         return writes, None, summaries, notices, parked
 
-    def _write_turn(self, turn_id: int, message: str, reply: str | None) -> TurnWrite:
+    def _write_turn(self, turn_id: int, message: str, reply: str | None, *, late: bool = False) -> TurnWrite:
         """The write step of one user turn (learn.write_message: with a model, one call), logged."""
         write = write_message(self.bank, self.gate, self.extractor, self.resolver, message, reply,
                               user_id=self.user_id, session_id=self.session_id,
@@ -275,7 +282,7 @@ class MemoryAgent:
             memory_type=decision.memory_type, reason=decision.reason,
         )
         self.sessions.set_status(turn_id, "kept" if decision.keep else "dropped")
-        return TurnWrite(turn_id, decision, tuple(written for _, written in write.steps))
+        return TurnWrite(turn_id, decision, tuple(written for _, written in write.steps), late)
 
     # ------------------------------------------------------------------------------------------ summaries
 

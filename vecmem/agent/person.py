@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from vecmem.text import CJK_RUN
+from vecmem.text import CJK_RUN, drop_full_stop
 
 __all__ = ["third_person"]
 
@@ -42,7 +42,8 @@ def _zh_pronouns(text: str) -> str:
 
 
 def _chinese(clause: str, memory_type: str) -> str:
-    text = _ZH_OPENERS.sub("", clause.strip().rstrip("。！？；!?;.， ,"))
+    # the final full stop goes, never the dot of an abbreviation the clause ends with ("在 U.S.", "Acme Inc.")
+    text = _ZH_OPENERS.sub("", drop_full_stop(clause.strip().rstrip("。！？；!?;， ,")).rstrip("。！？；!?;， ,"))
     text = _ZH_TRAILING.sub("", text).rstrip("，, ")
     if memory_type == "instruction":  # in an instruction, "you" is the assistant
         if re.match(r"我|咱们", text):  # "我希望你以后用中文回答" -> "用户希望助手以后用中文回答"

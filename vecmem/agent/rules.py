@@ -23,7 +23,8 @@ Length counts information, not characters (``information_units``: Chinese charac
 particles, other words other than function words): a statement needs at least ``MIN_INFORMATION`` of them.
 "我住在杭州" (住, 杭, 州) is kept though it is under ``min_chars`` characters (``content_problem``); "我是猫" (猫),
 "我饿了" (饿), "I'm so excited" (excited) and "I'm doing well" (none) are not; 你好, 嗯嗯, ok, thanks and 好的
-are filler at any length.
+are filler at any length. One English word can say who the user is as several Chinese characters do ("I'm a
+nurse", "I am vegetarian" beside 我是护士, 我是素食者): such an identity is a whole fact (``is_identity``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "classify",
     "content_problem",
     "information_units",
+    "is_identity",
     "is_emphatic",
     "is_filler",
     "is_question",
@@ -130,6 +132,39 @@ def information_units(text: str) -> int:
     return sum(1 for unit in units if unit not in _FUNCTION_CHARS and unit not in _FUNCTION_WORDS)
 
 
+# "I'm a nurse", "I am vegetarian": who the user is, in one English word where Chinese takes several characters
+# (我是护士, 我是素食者), so a whole fact however few units it counts; a passing state ("I'm tired", "I'm so
+# excited", "I'm doing well") is not one
+_IDENTITY = re.compile(r"^(?:i'm|i am)\s+(?:(an?)\s+)?([a-z][a-z-]*[a-z])\s*[.!。！]*$", re.IGNORECASE)
+_DEGREE = frozenset("so very really too quite pretty kinda sorta bit little such just".split())
+_PASSING_STATES = frozenset("""
+happy sad sorry fine sure ready busy hungry thirsty sick ill late early back here there home ok okay glad angry
+upset afraid scared awake asleep alone free well good great bad cold hot warm lost done full new right wrong
+curious nervous anxious lonely sleepy weak strong calm mad fun funny serious kidding joking in out off on up down
+""".split())
+# the lasting statuses that look like passing ones (a participle)
+_LASTING_PARTICIPLES = frozenset("""
+married divorced engaged separated widowed retired unemployed employed self-employed disabled vaccinated
+left-handed right-handed colorblind color-blind colour-blind
+""".split())
+
+
+def is_identity(text: str) -> bool:
+    """Whether the text says, in a word, who or what the user is: "I'm a nurse", "I am vegetarian", "I'm
+    married"; not a passing state ("I'm tired", "I'm so excited") nor a name ("I'm Li")."""
+    found = _IDENTITY.match(text.strip().replace("’", "'"))
+    if found is None:
+        return False
+    article, word = found.group(1), found.group(2).casefold()
+    if word in _DEGREE or word in _FUNCTION_WORDS or word in _PASSING_STATES:
+        return False
+    if article:  # "a nurse", "an engineer": a noun says what the user is
+        return True
+    if word in _LASTING_PARTICIPLES:
+        return True
+    return not word.endswith(("ed", "ing")) and found.group(2)[0].islower()
+
+
 def content_problem(
     text: str, *, min_chars: int = 6, is_statement: Callable[[str], bool] | None = None
 ) -> str | None:
@@ -145,7 +180,7 @@ def content_problem(
         states = is_statement(stripped) if is_statement is not None else classify(stripped).memory_type is not None
         if not states:
             return f"shorter than {min_chars} characters and no statement"
-        if information_units(stripped) < MIN_INFORMATION:
+        if information_units(stripped) < MIN_INFORMATION and not is_identity(stripped):
             return f"shorter than {min_chars} characters and fewer than {MIN_INFORMATION} units of information"
     return None
 

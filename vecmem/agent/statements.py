@@ -1,6 +1,7 @@
 """Statements: what a careful note-taker writes down from one user message, without a model.
 
-1. **Sentences** (。！？；.!? and new lines). A "记住，" / "remember that" opening is set aside; it makes the
+1. **Sentences** (。！？；!? and new lines, and a full stop where a sentence ends, never one that closes an
+   initial, a title or an abbreviation: "Ursula K. Le Guin", "Dr. Smith", "St. Louis"; ``vecmem.text``). A "记住，" / "remember that" opening is set aside; it makes the
    sentence emphatic.
 2. **Clauses**: a sentence is cut at commas, and at "and"/"but" (但是, 不过, 而且) where what follows stands on its
    own: its own subject ("我用 macOS", "and I live in Hangzhou"), a predicate whose subject was left out
@@ -9,8 +10,8 @@
    and Rust", "我喜欢 TypeScript，因为类型安全".
 3. **Judgement** of each clause alone (``rules.classify``): questions ("what package manager should I use?",
    "能不能推荐…？") and one-off requests ("帮我写一个函数") are never stored, nor a clause with too little
-   information to be worth a memory ("I'm so excited", "我很累": ``rules.information_units``); the rest keeps
-   its type.
+   information to be worth a memory ("I'm so excited", "我很累": ``rules.information_units``; who the user is,
+   "I'm a nurse", is information enough: ``rules.is_identity``); the rest keeps its type.
 4. **Third person**, every pronoun of the clause (``person.py``): "我住在杭州" -> "用户住在杭州", "I work at
    Alibaba Cloud" -> "The user works at Alibaba Cloud."
 5. **One memory per fact**: clauses about different slots (``topics.py``) are separate memories, so "I'm Li Wei,
@@ -28,11 +29,10 @@ from dataclasses import dataclass
 from vecmem.agent import rules
 from vecmem.agent.person import third_person
 from vecmem.agent.topics import facets
-from vecmem.text import has_cjk
+from vecmem.text import drop_full_stop, has_cjk, split_sentences
 
 __all__ = ["Statement", "split_sentences", "clauses", "statements", "why_not"]
 
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;…])\s*|(?<=[.])\s+(?=\S)|\n+")
 # where a sentence may be cut into clauses; the separator is kept to join back what does not stand alone
 _BREAK = re.compile(
     r"(\s*[，,]\s*"
@@ -88,10 +88,6 @@ class Statement:
 class _Clause:
     text: str
     elided: bool  # its subject was left out: the speaker's
-
-
-def split_sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
 def _stands_alone(piece: str, *, first: bool) -> tuple[bool, bool]:
@@ -156,7 +152,8 @@ def _judge(clause: _Clause) -> tuple[str | None, str]:
     if clause.elided:  # judged with the subject it left out: "在阿里云工作" is "我在阿里云工作"
         text = ("我" if has_cjk(text[:1]) else "I ") + text
     found = rules.classify(text)
-    if found.memory_type is not None and rules.information_units(clause.text) < rules.MIN_INFORMATION:
+    if (found.memory_type is not None and rules.information_units(clause.text) < rules.MIN_INFORMATION
+            and not rules.is_identity(text)):  # "I'm a nurse" is a fact, as "我是护士" is
         return None, f"too little information ({found.reason}, fewer than {rules.MIN_INFORMATION} content units)"
     return found.memory_type, found.reason
 
@@ -204,10 +201,10 @@ def statements(message: str) -> list[Statement]:
 
 def _joined(first: Statement, second: Statement) -> Statement:
     """Two clauses of one message about the same slot: one memory ("用户不用 Windows，用户用 macOS")."""
-    if second.content.rstrip("。.") in first.content:  # said twice in one message: once is enough
+    if drop_full_stop(second.content) in first.content:  # said twice in one message: once is enough
         return first
     chinese = has_cjk(first.content)
-    head = first.content.rstrip("。.")
+    head = drop_full_stop(first.content)
     content = head + ("，" if chinese else ", ") + (second.content if chinese else _lower_first(second.content))
     return Statement(content, first.memory_type, first.emphatic or second.emphatic,
                      first.session_scoped and second.session_scoped, first.said + " " + second.said, first.reason)

@@ -23,6 +23,7 @@ from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
 from vecmem.interfaces.opening import long_running_bank
+from vecmem.maintenance.chains import revision_number, version_dates
 from vecmem.retrieval.rank import prior_share
 from vecmem.storage.sessions import SessionStore
 
@@ -32,7 +33,7 @@ HELP = """Commands:
   /memories [QUERY]   what this session would recall for QUERY (the most important ones without)
   /forget ID          delete a memory for good
   /edit ID TEXT       change what a memory says
-  /history ID         the supersession chain of a memory      /restore ID   undo a supersession
+  /history ID         a memory's versions and what it replaced, oldest first   /restore ID   undo a supersession
   /session NAME       switch to another session (short-term and working memory are per session)
   /task GOAL          start a task (working memory)   /task step TEXT   /task result TEXT   /task done
   /task               show the task in progress
@@ -151,10 +152,12 @@ class ChatRepl:
             "; ".join(f"[{hit.type}] {hit.content} ({hit.score:.2f})" for hit in pack.memories) or "nothing"))
         for write in result.writes:
             decision = write.decision
+            # a message learnt on a later turn than its own (its write step failed, or waited for an answer)
+            head = f"  memory (learnt late: \"{_excerpt(decision.text)}\")" if write.late else "  memory"
             if not decision.keep:
-                self.say(f"  memory: not kept ({decision.stage}: {decision.reason})")
+                self.say(f"{head}: not kept ({decision.stage}: {decision.reason})")
                 continue
-            self.say(f"  memory: kept as {decision.memory_type} ({decision.stage}: {decision.reason})")
+            self.say(f"{head}: kept as {decision.memory_type} ({decision.stage}: {decision.reason})")
             for item in write.written:
                 if item.action == "NONE":
                     self.say(f"    unchanged: {item.reason}")
@@ -193,9 +196,14 @@ class ChatRepl:
         self.say(f"{record.id} now says: {record.content}")
 
     def cmd_history(self, memory_id: str) -> None:
-        for record in self.agent.bank.history(memory_id, user_id=self.agent.user_id):
-            state = f"superseded by {record.superseded_by}" if record.superseded else "live"
-            self.say(f"{record.created_at:%Y-%m-%d %H:%M}  {record.id}  ({state})  {record.content}")
+        chain = self.agent.bank.history(memory_id, user_id=self.agent.user_id)
+        began = version_dates(chain)  # oldest first, each version dated when it began to say what it says
+        for record in chain:
+            if revision_number(record) is not None:  # what the memory said before an edit, kept by it
+                state = f"earlier version, edited {record.created_at:%Y-%m-%d %H:%M}"
+            else:
+                state = f"superseded by {record.superseded_by}" if record.superseded else "live"
+            self.say(f"{began[record.id]:%Y-%m-%d %H:%M}  {record.id}  ({state})  {record.content}")
 
     def cmd_restore(self, memory_id: str) -> None:
         record = self.agent.bank.restore(memory_id, user_id=self.agent.user_id)
@@ -278,6 +286,10 @@ class ChatRepl:
         for item in decisions:
             verdict = f"kept as {item.memory_type}" if item.kept else "dropped"
             self.say(f"{item.created_at:%H:%M:%S}  {verdict:<22} {item.stage:<8} {item.reason}  | {item.text}")
+
+
+def _excerpt(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def main(

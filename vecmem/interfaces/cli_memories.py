@@ -245,13 +245,15 @@ def history(ctx: Context) -> int:
     if ctx.args.json:
         ctx.emit_json([record.to_dict() for record in chain])
         return EXIT_OK
-    from vecmem.maintenance.chains import revision_number
+    from vecmem.maintenance.chains import revision_number, version_dates
 
+    began = version_dates(chain)  # each version dated when it began to say what it says, so the dates read in order
     for record in chain:
-        # an edit keeps the id and its earlier text as a revision, dated when the edit replaced it
-        state = (f"earlier version of {record.superseded_by}, edited" if revision_number(record) is not None
+        # an edit keeps the id and its earlier text as a revision, whose created_at is when the edit replaced it
+        state = (f"earlier version of {record.superseded_by}, edited {record.created_at:%Y-%m-%d %H:%M}"
+                 if revision_number(record) is not None
                  else f"superseded by {record.superseded_by}" if record.superseded else "live")
-        print(f"{record.created_at:%Y-%m-%d %H:%M}  {record.id}  [{record.type}]  ({state})  {record.content}",
+        print(f"{began[record.id]:%Y-%m-%d %H:%M}  {record.id}  [{record.type}]  ({state})  {record.content}",
               file=ctx.out)
     return EXIT_OK
 

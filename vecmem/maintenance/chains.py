@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from vecmem.errors import ConflictError
@@ -31,7 +31,7 @@ from vecmem.storage.base import MemoryStore
 from vecmem.validation import MAX_IDENTIFIER_CHARS
 
 __all__ = ["Read", "cycles", "history", "moving", "reader", "replaced_first", "restoration", "revision", "revision_id",
-           "revision_number", "seen_wherever", "successors", "superseding", "unlinking"]
+           "revision_number", "seen_wherever", "successors", "superseding", "unlinking", "version_dates"]
 
 Read = Callable[[str], MemoryRecord | None]
 _REVISION = re.compile(r"@v([1-9][0-9]{0,8})")  # the suffix of a revision's id (ASCII digits only)
@@ -182,14 +182,42 @@ def history(start: MemoryRecord, store: MemoryStore) -> list[MemoryRecord]:
     return replaced_first(seen)
 
 
+def version_dates(records: Iterable[MemoryRecord]) -> dict[str, datetime]:
+    """When each memory of a history began to say what it says, by id. An edit keeps the memory's created_at and
+    dates the revision it keeps at the edit, when that version stopped being current (``revision``); so a memory
+    with no revisions began when it was created, its first version did too, and each later version (the memory
+    itself last) began when the edit before it was made."""
+    records = list(records)
+    dates = {record.id: record.created_at for record in records}
+    revisions: dict[str, list[tuple[int, MemoryRecord]]] = {}
+    for record in records:
+        number = revision_number(record)
+        if number is not None and record.superseded_by is not None:
+            revisions.setdefault(record.superseded_by, []).append((number, record))
+    for memory_id, versions in revisions.items():
+        versions.sort(key=lambda numbered: numbered[0])
+        began = dates.get(memory_id, versions[0][1].created_at)
+        for _number, version in versions:
+            dates[version.id], began = began, version.created_at
+        if memory_id in dates:
+            dates[memory_id] = began
+    return dates
+
+
 def replaced_first(records: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
-    """Order a supersession chain so each memory precedes the one that replaced it (then by age); the live
-    memory, replaced by none, comes last."""
+    """Order a supersession chain oldest first: each memory precedes the one that replaced it, and of those free
+    to come next the version that began earliest (``version_dates``; an edit's earlier versions before the
+    memory) comes first; the live memory, replaced by none, comes last."""
+    dates = version_dates(records.values())
+
+    def oldest_first(record: MemoryRecord) -> tuple[datetime, int, str]:
+        return dates[record.id], revision_number(record) or 0, record.id
+
     waiting = dict.fromkeys(records, 0)
     for record in records.values():
         if record.superseded_by in waiting:
             waiting[record.superseded_by] += 1
-    ready = sorted((r for r in records.values() if waiting[r.id] == 0), key=lambda r: (r.created_at, r.id))
+    ready = sorted((r for r in records.values() if waiting[r.id] == 0), key=oldest_first)
     ordered: list[MemoryRecord] = []
     while ready:
         record = ready.pop(0)
@@ -199,9 +227,10 @@ def replaced_first(records: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
             waiting[successor] -= 1
             if waiting[successor] == 0:
                 ready.append(records[successor])
+                ready.sort(key=oldest_first)
     placed = {r.id for r in ordered}
     leftover = [r for r in records.values() if r.id not in placed]  # only a corrupt, cyclic chain leaves any
-    return ordered + sorted(leftover, key=lambda r: (r.created_at, r.id))
+    return ordered + sorted(leftover, key=oldest_first)
 
 
 def cycles(records: Mapping[str, MemoryRecord]) -> list[list[str]]:
