@@ -219,7 +219,8 @@ class Stress:
             content = f"{user} {self._sentence(rng)} {fresh_id}"
             history.will_have(fresh_id, content)
             bank.add(content, user_id=user, memory_id=fresh_id, memory_type=rng.choice(TYPES),
-                     session_id=rng.choice((None, *SESSIONS)), importance=round(rng.random(), 2))
+                     session_id=rng.choice((None, *SESSIONS)), importance=round(rng.random(), 2),
+                     resolve=False)  # the writes this script tracks, as given
         else:
             memory_id = history.pick(rng)
             user = OTHER_USER if memory_id.startswith(OTHER_USER) else USER

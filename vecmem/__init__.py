@@ -6,7 +6,10 @@ importance, and handed to the model inside a token budget. Start with ``MemoryBa
 Every name below is loaded when it is first used (PEP 562 ``__getattr__``), so ``import vecmem`` and whatever
 imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/opening.py) pay only
 for what they use; ``from vecmem import MemoryBank`` works as it always did. Importing vecmem registers the memory
-agent's learner for ``MemoryBank.add_messages`` (maintenance/learning.py), loaded when a bank first learns.
+agent's learner for ``MemoryBank.add_messages`` (maintenance/learning.py), loaded when a bank first learns, and
+its resolver for ``MemoryBank.add`` (types a statement, decides what it replaces: maintenance/resolving.py),
+loaded when a bank first adds. This is where the process is assembled: the bank declares what it needs, the
+agent layer implements it, and the top-level package hands one to the other.
 """
 
 import importlib
@@ -14,6 +17,8 @@ import typing
 
 from vecmem.maintenance.learning import MessageLearner as _MessageLearner
 from vecmem.maintenance.learning import register_learner as _register_learner
+from vecmem.maintenance.resolving import AddResolver as _AddResolver
+from vecmem.maintenance.resolving import register_resolver as _register_resolver
 
 if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HOMES says the same for __getattr__
     from vecmem.agent.conflict import Written
@@ -46,6 +51,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.maintenance.hygiene import PruneCandidate
     from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
     from vecmem.maintenance.listing import MemoryPage
+    from vecmem.maintenance.resolving import AddResolver, AddResult, TypeGuess
     from vecmem.models import (
         MEMORY_TYPES,
         SOURCES,
@@ -82,6 +88,9 @@ __all__ = [
     "VecmemStore",
     "VecmemRetriever",
     "AddMessagesResult",
+    "AddResult",
+    "AddResolver",
+    "TypeGuess",
     "SkippedMessage",
     "MessageLearner",
     "Learner",
@@ -179,6 +188,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
     "vecmem.maintenance.listing": ("MemoryPage",),
+    "vecmem.maintenance.resolving": ("AddResolver", "AddResult", "TypeGuess"),
     "vecmem.models": (
         "MEMORY_TYPES", "SOURCES", "STATUSES", "Hit", "ImportReport", "MemoryFilter", "MemoryRecord", "MemorySource",
         "MemoryStatus", "MemoryType", "PromptPack", "Provenance", "StoreStats", "Turn",
@@ -217,4 +227,11 @@ def _agent_learner() -> _MessageLearner:
     return Learner()
 
 
+def _agent_resolver() -> _AddResolver:
+    from vecmem.agent.adding import AddResolution  # the agent's rules, only once a bank adds
+
+    return AddResolution()
+
+
 _register_learner(_agent_learner)
+_register_resolver(_agent_resolver)

@@ -93,6 +93,7 @@ class AsyncMemoryBank:
 
     # writing
     add = _twin(MemoryBank.add)
+    remember = _twin(MemoryBank.remember)
     add_messages = _twin(MemoryBank.add_messages)
     update = _twin(MemoryBank.update)
     supersede = _twin(MemoryBank.supersede)

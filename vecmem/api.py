@@ -21,6 +21,7 @@ from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult
 from vecmem.maintenance.listing import MemoryPage
+from vecmem.maintenance.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 __all__ = ["MemoryApi"]
@@ -39,10 +40,18 @@ class MemoryApi(Protocol):
     def embed_model(self) -> str:
         """The embedding model the store is searched and written with (recorded in the store)."""
 
-    def add(self, content: str, *, user_id: str | None = ..., memory_type: str = ..., importance: float = ...,
-            tags: Sequence[str] = ..., session_id: str | None = ..., source: str = ...,
+    def add(self, content: str, *, user_id: str | None = ..., memory_type: str | None = ...,
+            importance: float = ..., tags: Sequence[str] = ..., session_id: str | None = ..., source: str = ...,
             confidence: float = ..., memory_id: str | None = ..., created_at: datetime | None = ...,
-            context: str = ..., status: str = ..., provenance: Provenance | None = ...) -> MemoryRecord: ...
+            context: str = ..., status: str = ..., provenance: Provenance | None = ...,
+            resolve: bool = ...) -> MemoryRecord: ...
+
+    def remember(self, content: str, *, user_id: str | None = ..., memory_type: str | None = ...,
+                 importance: float = ..., tags: Sequence[str] = ..., session_id: str | None = ...,
+                 source: str = ..., confidence: float = ..., memory_id: str | None = ...,
+                 created_at: datetime | None = ..., context: str = ..., status: str = ...,
+                 provenance: Provenance | None = ..., resolve: bool = ...) -> AddResult:
+        """``add``, saying what it did: added, replaced which memories, or already remembered (resolving.py)."""
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = ...,
                      session_id: str | None = ...) -> AddMessagesResult: ...

@@ -9,7 +9,8 @@ Every part can be replaced through the constructor (an embedder, a token counter
 which is how the tests run without the real model. The bank validates arguments, holds the write lock and wires
 the parts; what each operation does lives in vecmem/maintenance/ (a module a concern: the write path, edits,
 supersession, listing, transfer, erasure, forgetting, review, the doctor), written against ``MemoryStore``. ``add_messages`` runs the memory agent's write side, which the agent layer
-registers (maintenance/learning.py: the agent is a layer above and cannot be imported here).
+registers (maintenance/learning.py: the agent is a layer above and cannot be imported here); ``add`` types and
+resolves a statement with the agent's rules in the same way (maintenance/resolving.py).
 """
 
 from __future__ import annotations
@@ -17,15 +18,29 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from vecmem.config import Settings
 from vecmem.errors import NotFoundError
-from vecmem.maintenance import chains, edits, erase, hygiene, intake, learning, listing, opening, review, transfer
+from vecmem.maintenance import (
+    chains,
+    edits,
+    erase,
+    hygiene,
+    intake,
+    learning,
+    listing,
+    opening,
+    resolving,
+    review,
+    transfer,
+)
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult, MessageLearner
 from vecmem.maintenance.listing import MemoryPage
+from vecmem.maintenance.resolving import AddResolver, AddResult
 from vecmem.maintenance.stats import store_stats
 from vecmem.maintenance.transfer import content_id
 from vecmem.maintenance.writes import WritePath
@@ -62,10 +77,12 @@ class MemoryBank:
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  token_counter: TokenCounter | None = None, clock: Callable[[], datetime] | None = None,
                  verify_model: bool = True, store: MemoryStore | None = None,
-                 learner: MessageLearner | None = None) -> None:
+                 learner: MessageLearner | None = None, resolver: AddResolver | None = None) -> None:
         """``store``: a store the caller opened (the in-memory one of the tests), used as is and closed by ``close``
-        (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs (default: the agent's, learning.py)."""
+        (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs (default: the agent's, learning.py).
+        ``resolver``: what types and resolves a direct ``add`` (default: the agent's, resolving.py)."""
         self._learner = learner
+        self._resolver = resolver
         self.settings = settings if settings is not None else Settings.from_env()
         # a store that records its model keeps it unless one is configured (a store built before the default
         # changed keeps working); ``verify_model=False`` (reindex) opens it with the model it is moving to
@@ -115,37 +132,94 @@ class MemoryBank:
 
     # ------------------------------------------------------------------------------------------ writing
 
-    def add(self, content: str, *, user_id: str | None = None, memory_type: str = "fact", importance: float = 0.5,
-            tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
+    def add(self, content: str, *, user_id: str | None = None, memory_type: str | None = None,
+            importance: float = 0.5, tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
             confidence: float = 1.0, memory_id: str | None = None, created_at: datetime | None = None,
-            context: str = "", status: str = "live", provenance: Provenance | None = None) -> MemoryRecord:
-        """Store one memory and return it. ``context`` is text the memory should also be found by (keyword
-        search only; never shown to the model), such as the conversation turns around it; ``provenance``, where it
-        came from (the conversation and messages it was learnt from: the agent's). ``status="pending"``
-        puts it in the review queue instead of retrieval (hygiene.py). The same statement (user, scope, normalised
-        text) added again returns the stored memory unchanged, superseded or not, even once an edit holds its
-        derived id (intake.unused_id); ``memory_id`` reused for other content is refused, as is one outside
+            context: str = "", status: str = "live", provenance: Provenance | None = None,
+            resolve: bool = True) -> MemoryRecord:
+        """Store one statement and return the memory as stored: the new one, or the stored one that already said
+        it. ``remember`` takes the same arguments and also says what it did (``AddResult``: added, replaced what,
+        or already remembered, and the inferred type).
+
+        Why two methods: ``add`` has returned the stored ``MemoryRecord`` from the start and every caller (the
+        agent, the adapters, scripts, applications) reads it as one; a decision is not a property of a memory, so
+        it is no field of the record, and a union or tuple return would break each of those callers. ``remember``
+        is the same call with the full answer; ``add`` is ``remember(...).record``."""
+        return self.remember(content, user_id=user_id, memory_type=memory_type, importance=importance, tags=tags,
+                             session_id=session_id, source=source, confidence=confidence, memory_id=memory_id,
+                             created_at=created_at, context=context, status=status, provenance=provenance,
+                             resolve=resolve).record
+
+    def remember(self, content: str, *, user_id: str | None = None, memory_type: str | None = None,
+                 importance: float = 0.5, tags: Sequence[str] = (), session_id: str | None = None,
+                 source: str = "manual", confidence: float = 1.0, memory_id: str | None = None,
+                 created_at: datetime | None = None, context: str = "", status: str = "live",
+                 provenance: Provenance | None = None, resolve: bool = True) -> AddResult:
+        """Store one statement as the memory agent would, and say what happened.
+
+        ``memory_type`` None: the agent's rules type it (fact, preference, instruction or conclusion: "I prefer
+        concise code" is a preference, "Always answer in Chinese" an instruction; a fact when no cue says
+        otherwise), and ``type_inferred`` says so. Then, unless ``resolve=False``, the agent's supersession
+        decides (agent/conflict.py, through the registered ``AddResolver``: resolving.py): the same statement
+        again is no new memory (``unchanged``, the stored one returned); a new value of a one-value slot, or a
+        change cue with a new value ("我住在上海" after "我住在杭州", "I moved to Shanghai" after "I live in
+        Hangzhou") supersedes every live memory of the slot it revises, within scope (a session's memory only
+        those of its session) -- kept for ``history`` and ``restore``, with ``superseded_by`` set (``replaced``).
+        Restating a superseded memory makes it current again (the one that had replaced it is replaced).
+        ``resolve=False`` stores it as given (bulk loads, key-value stores, what the agent already decided).
+
+        ``context`` is text the memory should also be found by (keyword search only; never shown to the model),
+        such as the conversation turns around it; ``provenance``, where it came from (the conversation and
+        messages it was learnt from: the agent's). ``status="pending"`` puts it in the review queue instead of
+        retrieval (hygiene.py). The same statement (user, scope, normalised text) added again returns the stored
+        memory unchanged, superseded or not (with ``resolve=False``), even once an edit holds its derived id
+        (intake.unused_id); ``memory_id`` reused for other content is refused, as is one outside
         ``validation.NEW_ID_RULE``. A model's text (``source="extracted"``, any path) is screened: planted
-        instructions and doubtful memories (intake.py)."""
+        instructions and doubtful memories (intake.py); a pending memory replaces nothing until approved."""
         user, scope = self._user(user_id), GLOBAL_SCOPE if session_id is None else validate_session_id(session_id)
-        record = intake.screened(MemoryRecord(
+        record = MemoryRecord(
             id=validate_new_id(memory_id) if memory_id is not None
             else content_id(user, scope, transfer.text_for_id(content)),
-            type=memory_type, source=source, status=status,  # type: ignore[arg-type]  # checked by MemoryRecord
+            type="fact" if memory_type is None else memory_type,  # type: ignore[arg-type]  # checked by MemoryRecord
+            source=source, status=status,  # type: ignore[arg-type]
             tags=tags,  # type: ignore[arg-type]  # MemoryRecord refuses a bare string instead of splitting it
             content=content, importance=importance, scope=scope, created_at=created_at or self._clock(),
-            confidence=confidence, user_id=user, context=context, provenance=provenance), self.settings)
+            confidence=confidence, user_id=user, context=context, provenance=provenance)
+        guess = None
+        if memory_type is None:  # typed by the agent's rules, on the text as validated
+            guess = self._resolving().infer_type(record.content)
+            record = record.with_changes(type=guess.type)
+        record = intake.screened(record, self.settings)
+        explicit = memory_id is not None
         with self._writing([user]):
-            if memory_id is None:  # what is stored decides: an edited memory keeps the id its first text gave it
-                free_id, held = intake.unused_id(self._store, record)
-                record = record.with_changes(id=free_id)
-                stored = self._writes.add(record, stored=[] if held is None else [held])
+            if resolve:
+                result = self._resolving().resolve(self, record, lambda given: self._stored(given, explicit))
             else:
-                stored = self._writes.add(record)
-            if stored is not None:
-                return stored
-            self._apply_caps([user])
-        return record
+                stored, new = self._stored(record, explicit)
+                result = (AddResult("added", stored, reason="stored as given") if new else
+                          AddResult("unchanged", stored, reason=f"already stored as {stored.id}"))
+            if result.action != "unchanged":
+                self._apply_caps([user])
+        if guess is None:
+            return result
+        return replace(result, type_inferred=guess.type, type_reason=guess.reason)
+
+    def _stored(self, record: MemoryRecord, explicit_id: bool) -> tuple[MemoryRecord, bool]:
+        """Store ``record`` (under the caller's write lock): (it, True), or (the memory already stored under its id
+        that says the same, False). An id the caller did not choose is the first free one for this statement
+        (an edited memory keeps the id its first text gave it: intake.unused_id)."""
+        if explicit_id:
+            stored = self._writes.add(record)
+        else:
+            free_id, held = intake.unused_id(self._store, record)
+            record = record.with_changes(id=free_id)
+            stored = self._writes.add(record, stored=[] if held is None else [held])
+        return (record, True) if stored is None else (stored, False)
+
+    def _resolving(self) -> AddResolver:
+        if self._resolver is None:
+            self._resolver = resolving.default_resolver()
+        return self._resolver
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = None,
                      session_id: str | None = None) -> AddMessagesResult:

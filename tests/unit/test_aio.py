@@ -44,7 +44,7 @@ def test_every_call_of_the_api_has_a_coroutine_twin_with_the_banks_signature(nam
 async def test_other_tasks_keep_running_while_a_search_waits(make_bank):
     embedder = GatedEmbedder()
     async with AsyncMemoryBank(make_bank(embedder=embedder)) as abank:
-        await abank.add("The user drinks green tea every morning")
+        await abank.add("The user drinks green tea every morning", resolve=False)  # no search at the gate
         search = asyncio.create_task(abank.search("green tea", k=1))
         assert await asyncio.to_thread(embedder.waiting.wait, 30)  # the search is inside the model, in its thread
         ticks = []
@@ -107,7 +107,7 @@ async def test_closing_waits_for_calls_in_flight_then_closes_the_bank(make_bank)
 
     bank.close = close  # type: ignore[method-assign]
     abank = AsyncMemoryBank(bank)
-    await abank.add("The user plays the cello")
+    await abank.add("The user plays the cello", resolve=False)  # resolving would search, at the gate
     search = asyncio.create_task(abank.search("cello", k=1))
     assert await asyncio.to_thread(embedder.waiting.wait, 30)
     closing = asyncio.create_task(abank.aclose())

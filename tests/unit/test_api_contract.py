@@ -32,7 +32,7 @@ def _resolve(schema, node):
 def test_every_body_and_response_field_is_typed_and_described(api):
     schema = api.get("/openapi.json").json()
     models = schema["components"]["schemas"]
-    for name in ("NewMemory", "Changes", "SearchRequest", "Supersession", "Approval", "MemoryOut", "HitOut",
+    for name in ("NewMemory", "Changes", "SearchRequest", "Supersession", "Approval", "MemoryOut", "AddedOut", "HitOut",
                  "PruneCandidateOut", "StatsOut", "HitRate", "ErrorBody", "BulkRequest", "BulkOut", "BulkItemOut"):
         for field, declared in models[name]["properties"].items():
             assert declared.get("description"), f"{name}.{field} has no description"
@@ -54,7 +54,7 @@ def test_every_body_and_response_field_is_typed_and_described(api):
     export = schema["paths"]["/export"]["get"]["responses"]["200"]["content"]
     assert list(export) == ["application/x-ndjson"]
     ok = schema["paths"]["/memories"]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
-    assert _resolve(schema, ok)["title"] == "MemoryOut"
+    assert _resolve(schema, ok)["title"] == "AddedOut"  # the memory's fields, and what the add did
 
 
 def test_the_key_is_declared_required_once_one_is_configured(bank):

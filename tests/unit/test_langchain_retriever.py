@@ -88,7 +88,7 @@ def test_record_access_false_leaves_the_memories_untouched(retriever, bank):
 async def test_ainvoke_searches_in_a_thread_while_the_loop_runs(make_bank):
     embedder = GatedEmbedder()
     bank = make_bank(embedder=embedder)
-    bank.add("The user drinks green tea every morning")
+    bank.add("The user drinks green tea every morning", resolve=False)  # resolving would search, at the gate
     retrieving = asyncio.create_task(VecmemRetriever(bank=bank, k=1).ainvoke("green tea"))
     assert await asyncio.to_thread(embedder.waiting.wait, 30)
     await asyncio.sleep(0)

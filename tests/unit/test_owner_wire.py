@@ -31,6 +31,7 @@ from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
 from vecmem.maintenance.listing import MemoryPage
+from vecmem.maintenance.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 
@@ -68,6 +69,8 @@ EVERY_TYPE = [
     Finding(kind="unreadable", user_id=None, memory_ids=(), detail="a row", repairable=False),
     Provenance(session_id="chat-1", message_ids=("12", "13")),
     MemoryPage(memories=(RECORD,), total=7, offset=3, sort="-importance"),
+    AddResult(action="replaced", record=RECORD, replaced=(RECORD,), reason="revises m0: residence is now 上海",
+              type_inferred="fact", type_reason="first-person fact cue '我住'"),
 ]
 
 
@@ -115,7 +118,8 @@ def test_values_a_real_bank_returns_come_back_equal(make_bank):
                 bank.build_context("tea?", session_id="s1", short_term=[Turn("user", "hi")]), bank.stats(),
                 bank.stats(user_id="default"), bank.doctor(), list(bank.export()),
                 bank.import_jsonl(['{"content": "x"}', "not json"]),
-                bank.add_messages([{"role": "user", "content": "I live in Berlin"}, {"role": "user", "content": "ok"}])]
+                bank.add_messages([{"role": "user", "content": "I live in Berlin"}, {"role": "user", "content": "ok"}]),
+                bank.remember("I moved to Munich")]
     for value in returned:
         assert through_the_wire(value, trusted=True) == value
 

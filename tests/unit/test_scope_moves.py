@@ -88,8 +88,11 @@ def test_the_same_statement_added_where_a_memory_moved_from_is_a_new_memory_then
     again = bank.add("The user prefers green tea")
     assert again.id != memory.id and again.scope == "global"
     assert bank.add("The user prefers green tea").id == again.id
-    # dedupe goes by the derived id, as after an edit: the moved memory's id came from where it was added
-    assert bank.add("The user prefers green tea", session_id="work").id not in (memory.id, again.id)
+    # stored as given, dedupe goes by the derived id, as after an edit: the moved memory's id came from where it
+    # was added
+    assert bank.add("The user prefers green tea", session_id="work", resolve=False).id not in (memory.id, again.id)
+    # resolved (the default), the statement is recognised where the moved memory now is
+    assert bank.remember("The user prefers green tea", session_id="work").action == "unchanged"
 
 
 @pytest.mark.parametrize("scope", ["", " work", "a/b\n"])

@@ -125,8 +125,8 @@ def test_with_similarity_only_weights_a_date_is_evidence(make_bank, clock, setti
     clock.now = NOW
     bank = make_bank(settings=settings.with_changes(weights=RankWeights(1, 0, 0)), embedder=WideFakeEmbedder())
     april = datetime(2026, 4, 7, 19, tzinfo=UTC)
-    bank.add(CHESS, memory_id="april-chess", created_at=april)
-    bank.add(CHESS, memory_id="tuesday-chess", created_at=TUESDAY)
+    bank.add(CHESS, memory_id="april-chess", created_at=april, resolve=False)  # the same words twice, on purpose
+    bank.add(CHESS, memory_id="tuesday-chess", created_at=TUESDAY, resolve=False)
     undated = bank.search("where did I play chess", 2, record_access=False)
     assert undated[0].similarity == pytest.approx(undated[1].similarity)  # the words cannot tell them apart
     dated = bank.search("where did I play chess last Tuesday", 2, record_access=False)

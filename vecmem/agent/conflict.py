@@ -153,11 +153,19 @@ class ConflictResolver:
             context=candidate.context,
             status="pending" if pending else "live",
             provenance=provenance,
+            resolve=False,  # decided here already
         )
+        return self.settle(record, resolution, user_id=user_id,
+                           held="below the review confidence" if pending else "held for review by the bank's screening")
+
+    def settle(self, record: MemoryRecord, resolution: Resolution, *, user_id: str,
+               held: str = "held for review by the bank's screening") -> Written:
+        """What storing ``record`` under ``resolution`` (ADD or UPDATE) implies, done: a superseded memory stated
+        again is restored, and an UPDATE's targets are superseded by it. A pending record (``held``: why) replaces
+        nothing until a person approves it."""
         if record.status == "pending":  # it waits for a person (the bank's screening may decide so too, for a
             # planted instruction); replacing what it contradicts waits with it
-            why = "below the review confidence" if pending else "held for review by the bank's screening"
-            return Written("ADD", record, None, f"{resolution.reason}; {why}: pending")
+            return Written("ADD", record, None, f"{resolution.reason}; {held}: pending")
         if record.superseded:  # the user says again what a newer memory had replaced: it is current again
             record = self.bank.restore(record.id, user_id=user_id)
         targets = [resolution.target, *resolution.others] if resolution.action == "UPDATE" else []
@@ -177,4 +185,3 @@ class ConflictResolver:
         if not replaced:
             return Written("ADD" if resolution.action == "UPDATE" else resolution.action, record, None, reason)
         return Written("UPDATE", record, replaced[0], reason, tuple(replaced[1:]))
-

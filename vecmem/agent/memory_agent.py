@@ -339,6 +339,7 @@ class MemoryAgent:
             source="extracted",
             confidence=0.9 if self.model is not None else LEXICON_CONFIDENCE,
             provenance=Provenance(self.session_id),  # the session it summarises
+            resolve=False,  # a summary records what was established then: it replaces nothing
         )
 
     # ------------------------------------------------------------------------------------------ hit rate
@@ -351,7 +352,7 @@ class MemoryAgent:
             return []
         return [
             self.bank.add(content, user_id=self.user_id, memory_type=kind, importance=importance,
-                          source="template", memory_id=memory_id, tags=["template"])
+                          source="template", memory_id=memory_id, tags=["template"], resolve=False)
             for memory_id, content, kind, importance in TEMPLATES
         ]
 

@@ -7,7 +7,8 @@ The heavy parts (Chroma, the embedding model) are imported only by the commands 
 
 This module is the entry point: the parser, built from the declared commands, and the error handling.
 The commands themselves, each declared with its arguments on its handler, are in cli_memories.py
-(reading and writing memories) and cli_admin.py (the store as a whole, and serving it).
+(reading and writing memories), cli_learning.py (learning from chat messages) and cli_admin.py (the store as
+a whole, and serving it).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from typing import Any, NoReturn, TextIO
 
 from vecmem import __version__
 from vecmem.errors import VecmemError, is_user_error
-from vecmem.interfaces import cli_admin, cli_memories
+from vecmem.interfaces import cli_admin, cli_learning, cli_memories
 from vecmem.interfaces.cli_command import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, BankFactory, Command, Context, UsageError
 from vecmem.interfaces.cli_memories import default_seed_file
 
 __all__ = ["main", "default_seed_file", "UsageError", "COMMANDS", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
 
 # Every sub-command, in the order `vecmem --help` lists them.
-COMMANDS: tuple[Command, ...] = (*cli_memories.commands, *cli_admin.commands)
+COMMANDS: tuple[Command, ...] = (*cli_memories.commands, *cli_learning.commands, *cli_admin.commands)
 _BY_NAME = {command.name: command for command in COMMANDS}
 
 

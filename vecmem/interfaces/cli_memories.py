@@ -11,6 +11,7 @@ from typing import TextIO
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.cli_command import EXIT_OK, EXIT_USAGE, CommandGroup, Context, UsageError, arg, positive_int
 from vecmem.interfaces.cli_output import print_hits, print_records
+from vecmem.maintenance.resolving import AddResult
 from vecmem.models import MEMORY_TYPES, SOURCES, STATUSES
 
 __all__ = ["commands", "default_seed_file"]
@@ -83,9 +84,10 @@ def seed(ctx: Context) -> int:
 
 
 @commands.command(
-    "add", "store one memory",
+    "add", "store one memory; a newer statement replaces what it revises (--raw: store it as given)",
     arg("content"),
-    arg("--type", default="fact", choices=MEMORY_TYPES),
+    arg("--type", default=None, choices=MEMORY_TYPES,
+        help="default: inferred by the memory agent's rules (preference, instruction, conclusion, else fact)"),
     arg("--importance", type=_importance, default=0.5,
         help="0-1 as it is, or above 1 up to 10 on the ten-point scale (1 = 1.0, 7 = 0.7)"),
     arg("--tag", action="append", default=[], dest="tags", help="repeatable"),
@@ -94,11 +96,17 @@ def seed(ctx: Context) -> int:
     arg("--confidence", type=float, default=1.0,
         help="0-1; an extracted memory below the review confidence waits in the review queue"),
     arg("--id", dest="memory_id", help="explicit id (default: derived from the content)"),
+    arg("--raw", action="store_true",
+        help="store it as given: replace nothing, even what it revises (the same statement is still stored once)"),
     _JSON,
 )
 def add(ctx: Context) -> int:
+    """Prints the memory's id on stdout (the new one, or the one that already said it), as it always has, so
+    `id=$(vecmem add ...)` keeps working; what the add did besides (replaced what, already remembered, the type it
+    inferred, pending review) is said on stderr, one ``vecmem:`` line each. --json prints the memory with what the
+    add did (``AddResult.to_dict``: ``action``, ``replaced``, ``reason``, ``type_inferred``)."""
     a = ctx.args
-    record = ctx.bank().add(
+    result = ctx.bank().remember(
         a.content,
         user_id=ctx.user,
         memory_type=a.type,
@@ -108,16 +116,40 @@ def add(ctx: Context) -> int:
         source=a.source,
         confidence=a.confidence,
         memory_id=a.memory_id,
+        resolve=not a.raw,
     )
+    record = result.record
     if a.json:
-        ctx.emit_json(record.to_dict())
+        ctx.emit_json(result.to_dict())
     else:
         print(record.id, file=ctx.out)
-    if record.status == "pending":  # the id alone would suggest it is retrieved already
-        print(f"vecmem: {record.id} waits in the review queue (`vecmem review`, `vecmem approve {record.id}`): "
-              "an extracted memory below the review confidence, or one that reads like an instruction to the "
-              "assistant, is not retrieved until a person approves it", file=ctx.err)
+    for note in _add_notes(result):
+        print(f"vecmem: {note}", file=ctx.err)
     return EXIT_OK
+
+
+def _add_notes(result: AddResult) -> list[str]:
+    """What `vecmem add` says besides the id: nothing for a plain new fact."""
+    record, notes = result.record, list[str]()
+    if result.action == "replaced":
+        notes.extend(f"replaced {old.id} \"{old.content}\" ({result.reason.removeprefix(f'revises {old.id}: ')}; "
+                     f"`vecmem restore {old.id}` undoes it)"
+                     for old in result.replaced)
+    elif result.action == "unchanged":
+        notes.append(result.reason if result.reason.startswith("already") else
+                     f"already remembered as {record.id} ({result.reason})")
+    if result.type_inferred is not None and result.type_inferred != "fact" and result.action != "unchanged":
+        notes.append(f"stored as {_article(result.type_inferred)} {result.type_inferred} ({result.type_reason}; "
+                     "--type to choose)")
+    if record.status == "pending":  # the id alone would suggest it is retrieved already
+        notes.append(f"{record.id} waits in the review queue (`vecmem review`, `vecmem approve {record.id}`): "
+                     "an extracted memory below the review confidence, or one that reads like an instruction to the "
+                     "assistant, is not retrieved until a person approves it")
+    return notes
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 @commands.command(

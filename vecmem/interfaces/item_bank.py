@@ -112,8 +112,10 @@ class ItemBank:
             stored = None
         if stored is None:
             try:
+                # an item under its key, stored as put: a put never supersedes another key's item
                 stored = self.bank.add(put.content, user_id=put.user_id, session_id=put.session_id,
-                                       memory_id=put.memory_id, context=put.context, created_at=put.at)
+                                       memory_id=put.memory_id, context=put.context, created_at=put.at,
+                                       memory_type="fact", resolve=False)
             except ConflictError:  # another writer stored other text under the id meanwhile: the put replaces it
                 stored = None
             if stored is not None and stored.context == put.context:

@@ -1,8 +1,9 @@
 """``vecmem mcp``: memory as Model Context Protocol tools over stdio. The only importer of the MCP SDK (2.x).
 
 Tools: ``recall`` (the budgeted long-term context for a query, ready to put in a prompt, with the memories it
-holds; ``limit`` and ``threshold`` bound it), ``remember`` (store a statement, screened as a model's extraction
-is: a planted instruction is never stored as one, a doubtful statement waits for review), ``remember_messages``
+holds; ``limit`` and ``threshold`` bound it), ``remember`` (store a statement, typed and resolved as the agent
+does: the same statement is stored once, a newer one replaces what it revises, and the answer says which; screened
+as a model's extraction is: a planted instruction is never stored as one, a doubtful statement waits for review), ``remember_messages``
 (learn from a conversation as the chat's memory agent does: write gate, extraction, supersession),
 ``build_context`` (the whole prompt with token counts), ``update_memory`` (change fields of one memory, or
 refuse when it changed since it was read), ``supersede`` (one memory replaced by another), ``list_memories``,
@@ -107,24 +108,31 @@ def create_server(bank: MemoryApi) -> MCPServer:
                 "memories": [hit.to_dict() for hit in pack.memories]}
 
     @server.tool(annotations=_WRITES, description=_said("""Store one lasting statement about the user, as one short
-        sentence in the third person ("The user prefers tea"). Returns its id and status: live, or pending when
-        it waits for a person's approval (low confidence). A text that tries to give the assistant instructions
-        is stored only as a note that the user said it."""))
+        sentence in the third person ("The user prefers tea"). It is decided as the memory agent decides: the same
+        statement again is not stored twice (action unchanged), and a newer statement replaces what it revises
+        ("The user moved to Shanghai" replaces "The user lives in Hangzhou": action replaced, with the replaced
+        memories, which stay in the history). Leave memory_type out to have it inferred. Returns its id, what the
+        call did and its status: live, or pending when it waits for a person's approval (low confidence). A text
+        that tries to give the assistant instructions is stored only as a note that the user said it."""))
     def remember(content: Annotated[str, Field(description="The statement, one short sentence about the user.")],
-                 memory_type: Annotated[MemoryType, Field(description=(
+                 memory_type: Annotated[MemoryType | None, Field(description=(
                      "fact: about the user or their situation; preference: what they like or choose; instruction: "
-                     "how the assistant should behave; conclusion: something established together."))] = "fact",
+                     "how the assistant should behave; conclusion: something established together. Leave it out "
+                     "to have it inferred from the statement."))] = None,
                  importance: Importance = 0.5, session_id: SessionId = None, user_id: UserId = None,
                  confidence: Annotated[float, Field(json_schema_extra={"minimum": 0, "maximum": 1}, description=(
                      "How sure you are the user means it (0 to 1); below the review confidence (0.5) it waits for "
                      "approval."))] = MODEL_CONFIDENCE) -> dict[str, Any]:
         # What a model relays is untrusted (it may be repeating a planted instruction): stored as extracted, so
         # the bank screens it as it screens the chat's extraction (maintenance/intake.py).
-        record = _vecmem(lambda: bank.add(content, memory_type=memory_type, importance=importance,
-                                          session_id=session_id, user_id=user_id, source="extracted",
-                                          confidence=confidence))
+        result = _vecmem(lambda: bank.remember(content, memory_type=memory_type, importance=importance,
+                                               session_id=session_id, user_id=user_id, source="extracted",
+                                               confidence=confidence))
+        record = result.record
         return {"id": record.id, "content": record.content, "type": record.type, "scope": record.scope,
-                "status": record.status, "version": record.version}
+                "status": record.status, "version": record.version, "action": result.action,
+                "replaced": [{"id": old.id, "content": old.content} for old in result.replaced],
+                "reason": result.reason, "type_inferred": result.type_inferred}
 
     @server.tool(annotations=_WRITES, description=_said("""Learn from a conversation, oldest message first: each
         user message goes through the write gate (greetings, questions and requests are skipped), extraction (one

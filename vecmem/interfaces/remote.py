@@ -30,6 +30,7 @@ from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult
 from vecmem.maintenance.listing import DEFAULT_SORT, MemoryPage
+from vecmem.maintenance.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.retrieval.embedders import canonical_model_name, default_model
@@ -159,14 +160,26 @@ class RemoteBank:
     def embed_model(self) -> str:
         return str(self.hello()["embed_model"])
 
-    def add(self, content: str, *, user_id: str | None = None, memory_type: str = "fact", importance: float = 0.5,
-            tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
+    def add(self, content: str, *, user_id: str | None = None, memory_type: str | None = None,
+            importance: float = 0.5, tags: Sequence[str] = (), session_id: str | None = None, source: str = "manual",
             confidence: float = 1.0, memory_id: str | None = None, created_at: datetime | None = None,
-            context: str = "", status: str = "live", provenance: Provenance | None = None) -> MemoryRecord:
+            context: str = "", status: str = "live", provenance: Provenance | None = None,
+            resolve: bool = True) -> MemoryRecord:
         return _as(MemoryRecord, self._call(
             "add", content=content, user_id=user_id, memory_type=memory_type, importance=importance, tags=tags,
             session_id=session_id, source=source, confidence=confidence, memory_id=memory_id,
-            created_at=created_at, context=context, status=status, provenance=provenance))
+            created_at=created_at, context=context, status=status, provenance=provenance, resolve=resolve))
+
+    def remember(self, content: str, *, user_id: str | None = None, memory_type: str | None = None,
+                 importance: float = 0.5, tags: Sequence[str] = (), session_id: str | None = None,
+                 source: str = "manual", confidence: float = 1.0, memory_id: str | None = None,
+                 created_at: datetime | None = None, context: str = "", status: str = "live",
+                 provenance: Provenance | None = None, resolve: bool = True) -> AddResult:
+        """Typed and resolved by the owner's bank, with the owner's resolver (its agent's rules)."""
+        return _as(AddResult, self._call(
+            "remember", content=content, user_id=user_id, memory_type=memory_type, importance=importance,
+            tags=tags, session_id=session_id, source=source, confidence=confidence, memory_id=memory_id,
+            created_at=created_at, context=context, status=status, provenance=provenance, resolve=resolve))
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = None,
                      session_id: str | None = None) -> AddMessagesResult:

@@ -39,6 +39,7 @@ from vecmem.errors import (
 )
 from vecmem.interfaces.keys import KeyStore, Principal
 from vecmem.interfaces.server_responses import (
+    AddedOut,
     BulkOut,
     ContextOut,
     ErasedOut,
@@ -175,14 +176,19 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
 
     user = Depends(caller_user)
 
-    @app.post("/memories", status_code=201, response_model=MemoryOut, responses=_WRITE)
+    @app.post("/memories", status_code=201, response_model=AddedOut, responses=_WRITE)
     def add(memory: NewMemory, user: str | None = user) -> dict[str, Any]:
-        """Store a memory (or return the stored one when the same statement is added again). With source
-        ``extracted`` it is screened as the chat's extraction is: below the review confidence it waits in the
-        review queue (status ``pending``), and a planted instruction is kept only as a fact the message said."""
-        return bank.add(memory.content, user_id=user, memory_type=memory.type, importance=memory.importance,
-                        tags=memory.tags, session_id=memory.session_id, source=memory.source,
-                        confidence=memory.confidence, memory_id=memory.id, context=memory.context or "").to_dict()
+        """Store a memory as the memory agent would: without a type, the agent's rules type it; the same
+        statement again returns the stored memory (action ``unchanged``); a newer statement replaces the memories
+        it revises, within scope ("I moved to Shanghai" after "I live in Hangzhou": action ``replaced``, with
+        what it replaced; each restorable), unless ``resolve`` is false. The response is the memory with what the
+        add did. With source ``extracted`` it is screened as the chat's extraction is: below the review confidence
+        it waits in the review queue (status ``pending``, replacing nothing yet), and a planted instruction is
+        kept only as a fact the message said."""
+        return bank.remember(memory.content, user_id=user, memory_type=memory.type, importance=memory.importance,
+                             tags=memory.tags, session_id=memory.session_id, source=memory.source,
+                             confidence=memory.confidence, memory_id=memory.id, context=memory.context or "",
+                             resolve=memory.resolve).to_dict()
 
     @app.post("/messages", response_model=MessagesOut, responses=_WRITE)
     def add_messages(conversation: NewMessages, user: str | None = user) -> dict[str, Any]:

@@ -3,7 +3,7 @@ field (the requests, and the error shape every failure has, are server_schemas.p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -11,6 +11,7 @@ from vecmem.interfaces.server_schemas import MemorySource, MemoryStatus, MemoryT
 from vecmem.models import PromptPack
 
 __all__ = [
+    "AddedOut",
     "BulkItemOut",
     "BulkOut",
     "ContextOut",
@@ -20,6 +21,7 @@ __all__ = [
     "MemoryOut",
     "MessagesOut",
     "PruneCandidateOut",
+    "ReplacedMemoryOut",
     "ReplacedOut",
     "SkippedOut",
     "StatsOut",
@@ -58,6 +60,27 @@ class MemoryOut(BaseModel):
                                      "to refuse overwriting a change made since.")
     provenance: ProvenanceOut | None = Field(description="Where an extracted memory came from (the conversation "
                                                          "and its messages); null for one added directly.")
+
+
+class ReplacedMemoryOut(BaseModel):
+    """A memory an added one replaced: kept for history (superseded_by the new one), no longer retrieved."""
+
+    id: str = Field(description="The replaced memory's id (POST /memories/{id}/restore undoes the replacement).")
+    content: str = Field(description="What it said.")
+
+
+class AddedOut(MemoryOut):
+    """The memory an add stored, or the one that already said it, and what the add did."""
+
+    action: Literal["added", "replaced", "unchanged"] = Field(
+        description="added: a new memory; replaced: a new memory that supersedes the memories in replaced; "
+                    "unchanged: this stored memory already said it, nothing was written.")
+    replaced: list[ReplacedMemoryOut] = Field(description="The memories it replaced (empty unless replaced).")
+    reason: str = Field(description="Why, in words: what it revises, or which memory already says it.")
+    type_inferred: MemoryType | None = Field(description="The kind the memory agent's rules gave it when the request "
+                                                         "named none; null when the request chose it.")
+    type_reason: str = Field(description="Why the rules chose that kind (the cue they found); empty when the "
+                                         "request chose it.")
 
 
 class HitOut(BaseModel):

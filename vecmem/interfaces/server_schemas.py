@@ -97,11 +97,15 @@ class _Body(BaseModel):
 
 
 class NewMemory(_Body):
-    """A memory to store. Adding the same statement again returns the stored memory unchanged. With source
-    'extracted' (a model's text) it may be stored pending review, or defused when it plants an instruction."""
+    """A memory to store. It is decided as the memory agent decides: the same statement again is not stored twice,
+    and a newer statement replaces the memories it revises (unless resolve is false). With source 'extracted' (a
+    model's text) it may be stored pending review, or defused when it plants an instruction."""
 
     content: Content
-    type: MemoryType = Field("fact", description="What kind of memory it is.")
+    type: MemoryType | None = Field(None, description="What kind of memory it is; null or absent: inferred by the "
+                                                      "memory agent's rules (the response's type_inferred says so).")
+    resolve: bool = Field(True, description="False to store it as given: it replaces nothing, even what it "
+                                            "revises (the same statement is still stored once).")
     importance: Importance = 0.5
     tags: Tags = []
     session_id: SessionId = None

@@ -35,6 +35,7 @@ from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
 from vecmem.maintenance.listing import MemoryPage
+from vecmem.maintenance.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 __all__ = ["OWNER_FILE", "VALUE_TYPES", "OwnerInfo", "decode", "encode", "error_from", "error_payload",
@@ -43,7 +44,7 @@ __all__ = ["OWNER_FILE", "VALUE_TYPES", "OwnerInfo", "decode", "encode", "error_
 OWNER_FILE = "owner.json"
 VALUE_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
     MemoryRecord, Hit, Turn, PromptPack, ImportReport, StoreStats, DoctorReport, Finding, PruneCandidate,
-    AddMessagesResult, SkippedMessage, Provenance, MemoryPage)}
+    AddMessagesResult, SkippedMessage, Provenance, MemoryPage, AddResult)}
 _TAG, _VALUE = "$t", "v"
 _ERRORS: dict[str, type[VecmemError]] = {
     name: cls for name in errors.__all__
