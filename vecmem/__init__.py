@@ -77,7 +77,15 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.storage.chroma import ChromaStore
     from vecmem.storage.database import Cursor, Database, Transaction
     from vecmem.storage.memory import InMemoryStore
-    from vecmem.storage.sessions import LoggedDecision, SessionCounters, SessionStore, StoredTurn, Task, TurnUsage
+    from vecmem.storage.sessions import (
+        LoggedDecision,
+        RecentSession,
+        SessionCounters,
+        SessionStore,
+        StoredTurn,
+        Task,
+        TurnUsage,
+    )
 
 __version__ = "0.1.0"
 
@@ -105,6 +113,7 @@ __all__ = [
     "LoggedDecision",
     "SessionCounters",
     "TurnUsage",
+    "RecentSession",
     "MemoryStore",
     "UserWrite",
     "InMemoryStore",
@@ -202,8 +211,8 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.storage.chroma": ("ChromaStore",),
     "vecmem.storage.database": ("Cursor", "Database", "Transaction"),
     "vecmem.storage.memory": ("InMemoryStore",),
-    "vecmem.storage.sessions": ("LoggedDecision", "SessionCounters", "SessionStore", "StoredTurn", "Task",
-                                "TurnUsage"),
+    "vecmem.storage.sessions": ("LoggedDecision", "RecentSession", "SessionCounters", "SessionStore", "StoredTurn",
+                                "Task", "TurnUsage"),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -1,6 +1,8 @@
 """``AsyncMemoryBank``: the bank's calls as coroutines that never block the event loop.
 
-    abank = await AsyncMemoryBank.open()                     # or AsyncMemoryBank(MemoryBank(...)), or a RemoteBank
+    abank = await AsyncMemoryBank.open()                     # the store opened in a thread
+    abank = AsyncMemoryBank()                                # the same, opened here (what MemoryBank() opens)
+    abank = AsyncMemoryBank(bank)                            # a MemoryBank of the caller's, or a RemoteBank
     await abank.add("The user prefers concise code", memory_type="preference")
     hits = await abank.search("write me a sleep function", k=3)
     await abank.aclose()                                     # or: async with AsyncMemoryBank(bank) as abank: ...
@@ -38,15 +40,32 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from vecmem.api import MemoryApi
 from vecmem.bank import MemoryBank
 from vecmem.config import Settings
-from vecmem.errors import StoreError
+from vecmem.errors import InvalidInputError, StoreError
 from vecmem.models import MemoryRecord
 
-__all__ = ["AsyncMemoryBank"]
+__all__ = ["AsyncMemoryBank", "bank_of"]
 
 DEFAULT_WORKERS = 4  # calls in flight at once; the bank serialises writes itself, reads run side by side
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+
+def bank_of(bank: MemoryApi | Settings | None, settings: Settings | None, bank_options: dict[str, Any]) -> MemoryApi:
+    """The bank a wrapper (``AsyncMemoryBank``, ``VecmemStore``) was given, or the ``MemoryBank`` it opens from
+    ``settings`` and ``MemoryBank``'s other arguments when it was given none (a ``Settings`` in the bank's place
+    is the settings)."""
+    if isinstance(bank, Settings):
+        if settings is not None:
+            raise InvalidInputError("settings", "given twice: as the first argument and as settings=")
+        bank, settings = None, bank
+    if bank is None:
+        return MemoryBank(settings, **bank_options)
+    if settings is not None or bank_options:
+        named = ", ".join(sorted([*(["settings"] if settings is not None else []), *bank_options]))
+        raise InvalidInputError("bank", f"a bank was given, so there is no bank to open with {named}: give one "
+                                        "or the other")
+    return bank
 
 
 def _twin(method: Callable[Concatenate[MemoryBank, _P], _R]
@@ -68,10 +87,14 @@ class AsyncMemoryBank:
     """Every ``MemoryApi`` call of ``bank`` as a coroutine run in a pool of ``max_workers`` threads. Closing it
     (``aclose``, or leaving ``async with``) waits for the calls in flight, then closes ``bank``."""
 
-    def __init__(self, bank: MemoryApi, *, max_workers: int = DEFAULT_WORKERS) -> None:
-        self.bank = bank
+    def __init__(self, bank: MemoryApi | Settings | None = None, *, settings: Settings | None = None,
+                 max_workers: int = DEFAULT_WORKERS, **bank_options: Any) -> None:
+        """``bank``: the bank to wrap; without one, ``MemoryBank(settings, **bank_options)`` is opened here (the
+        environment's settings when none are given, as ``MemoryBank()``; a ``Settings`` may come first too) and
+        closed with this one. ``open`` opens it in a thread instead, for a caller on the event loop."""
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="vecmem-async")
         self._closed = False
+        self.bank = bank_of(bank, settings, bank_options)  # last: nothing else to release if opening fails
 
     @classmethod
     async def open(cls, settings: Settings | None = None, *, max_workers: int = DEFAULT_WORKERS,

@@ -140,3 +140,62 @@ async def test_on_real_chroma_embedded_and_a_server(make_bank):
         hits = await abank.search("city number 3", k=2, session_id="trip")
         assert hits[0].id == written[3].id
         assert await abank.count() == 6
+
+
+def _closing(store):
+    """The store, noting when it is closed (what closing the bank built on it does last)."""
+    closed = threading.Event()
+    original = store.close
+
+    def close():
+        closed.set()
+        original()
+
+    store.close = close
+    return store, closed
+
+
+async def test_without_a_bank_it_opens_one_from_the_environment_and_closes_it(tmp_path, monkeypatch, clock,
+                                                                             memory_stores):
+    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "env-home"))
+    monkeypatch.setenv("VECMEM_USER", "envuser")
+    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
+    embedder = FakeEmbedder()
+    store, closed = _closing(memory_stores.client(tmp_path / "env-home", embedder.name))
+    abank = AsyncMemoryBank(embedder=embedder, clock=clock, store=store, max_workers=2)
+    assert isinstance(abank.bank, MemoryBank) and abank.settings.home == tmp_path / "env-home"
+    assert abank.bank.embed_model == embedder.name
+    added = await abank.add("The user's cat is called Miso")
+    assert added.user_id == "envuser"  # the environment's default user, as MemoryBank() has it
+    assert [hit.content for hit in await abank.search("cat", k=1)] == ["The user's cat is called Miso"]
+    assert not closed.is_set()
+    await abank.aclose()
+    assert closed.is_set()
+    with pytest.raises(StoreError, match="closed"):
+        await abank.count()
+
+
+async def test_settings_as_the_first_argument_or_by_name_take_memorybanks_arguments(settings, clock, memory_stores):
+    embedder = FakeEmbedder()
+    for first, named in ((settings, None), (None, settings)):
+        store, closed = _closing(memory_stores.client(settings.home, embedder.name))
+        async with AsyncMemoryBank(first, settings=named, embedder=embedder, clock=clock, store=store) as abank:
+            assert abank.settings is settings
+            await abank.add("The user rides a red bicycle", user_id="ann")
+            assert await abank.count(user_id="ann") >= 1
+        assert closed.is_set()
+
+
+async def test_a_bank_and_settings_for_another_are_refused_and_the_bank_left_as_it_was(make_bank, settings):
+    bank = make_bank()
+    for options in ({"settings": settings}, {"embedder": FakeEmbedder()}, {"verify_model": False}):
+        with pytest.raises(InvalidInputError, match="a bank was given") as refused:
+            AsyncMemoryBank(bank, **options)
+        assert refused.value.field == "bank"
+    with pytest.raises(InvalidInputError, match="given twice"):
+        AsyncMemoryBank(settings, settings=settings)
+    with pytest.raises(TypeError, match="no_such_option"):  # MemoryBank's own refusal
+        AsyncMemoryBank(settings, no_such_option=1)
+    async with AsyncMemoryBank(bank) as abank:  # the bank form is unchanged
+        await abank.add("The user plays go")
+    assert bank.count() == 1

@@ -318,3 +318,40 @@ async def test_a_langgraph_agent_with_async_nodes_uses_the_async_batch(bank, clo
     await agent.ainvoke({"said": "remember: my cat is called Miso", "recalled": []}, context={"user": "alice"})
     later = await agent.ainvoke({"said": "what is my cat called", "recalled": []}, context={"user": "alice"})
     assert later["recalled"] == ["my cat is called Miso"] and store.async_batches == 3  # put, search, search
+
+
+def test_without_a_bank_it_opens_one_with_memorybanks_arguments_and_closes_it(tmp_path, monkeypatch, clock,
+                                                                            memory_stores, settings):
+    from tests.conftest import FakeEmbedder
+    from vecmem import MemoryBank
+
+    monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "env-home"))
+    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
+    embedder = FakeEmbedder()
+    for first, named, home in ((None, None, tmp_path / "env-home"), (settings, None, settings.home),
+                               (None, settings, settings.home)):
+        store = memory_stores.client(home, embedder.name)
+        closed = []
+        original = store.close
+        store.close = lambda original=original, closed=closed: (closed.append(True), original())
+        with VecmemStore(first, settings=named, embedder=embedder, store=store, clock=clock, user_label=1) as lg:
+            assert isinstance(lg.bank, MemoryBank) and lg.bank.settings.home == home
+            lg.put(("memories", "alice"), "tea", TEA)
+            (found,) = lg.search(("memories", "alice"), query="what does alice drink?")
+            assert found.value == TEA and found.created_at == clock.now
+            assert lg.bank.list_memories(user_id="alice")[0].created_at == clock.now  # the bank keeps its clock
+            assert not closed
+        assert closed == [True]
+
+
+def test_a_bank_and_arguments_for_another_are_refused(bank, settings):
+    with pytest.raises(InvalidInputError, match="a bank was given"):
+        VecmemStore(bank, settings=settings)
+    with pytest.raises(InvalidInputError, match="user_label"):  # checked before anything is opened
+        VecmemStore(settings, user_label=-1, no_such_option=1)
+    closed = []
+    bank.close = lambda: closed.append(True)
+    with VecmemStore(bank) as lg:  # the bank form is unchanged; closing it closes the bank
+        lg.put(("alice",), "k", TEA)
+        assert lg.get(("alice",), "k").value == TEA and not closed
+    assert closed == [True]

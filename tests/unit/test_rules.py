@@ -44,6 +44,9 @@ GATE_TABLE = [
     ("what do I work on in Berlin?", False, None),
     ("我在哪里工作？", False, None),
     ("我喜欢什么颜色？", False, None),
+    ("我们上次说到哪儿了", False, None),  # asks where things stand, without a question mark
+    ("上次我们聊到哪了", False, None),
+    ("where did we leave off", False, None),
     ("I like green tea, you know?", True, "preference"),
 ]
 
@@ -123,6 +126,17 @@ def test_query_intent(query, intent):
         ("按我之前说的来", True),
         ("as I said before, keep it short", True),
         ("what we discussed last time", True),
+        ("what did we discuss last time?", True),
+        ("where did we leave off?", True),
+        ("Where were we?", True),
+        ("let's pick up where we stopped in our last session", True),
+        ("上次我们聊到哪了？", True),
+        ("我们上次说到哪儿了", True),
+        ("上回的事情办完了吗", True),
+        ("接着上一次的对话", True),
+        ("我们聊到哪了", True),
+        ("where is the config file?", False),
+        ("这个函数做什么", False),
         ("写一个排序函数", False),
         ("what is async/await?", False),
     ],

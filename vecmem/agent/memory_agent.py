@@ -7,8 +7,10 @@ memory (the task in progress, verbatim until marked done) and long-term (the Mem
 * Type routing (``DEFAULT_ROUTES``; ``VECMEM_TYPE_ROUTING=off`` or ``routes=`` to change it) prefers types and
   hides none: a coding request retrieves preferences and instructions first (and those about coding whatever
   its words), small talk facts, anything else every type; a memory of another type the message is strongly
-  about comes in too. Proactive recall: when the user points at the past ("上次那个方案", "as I said before"), a
-  second, wider retrieval of every type runs and the two most recent summaries come first (recall.py).
+  about comes in too. Proactive recall: when the user points at the past ("上次那个方案", "as I said before",
+  "what did we discuss last time?"), a second, wider retrieval of every type runs, and the most recent summaries
+  come first: this session's, then those of the sessions talked in last before it (a new session too) with the
+  memories learnt there, then global ones (recall.py, earlier.py).
 * What goes into the prompt: the memories at or above the relevance floor (``VECMEM_RELEVANCE_FLOOR``), best
   first, as many as the long-term share holds (retrieval/budget.py); "thanks" brings none.
 * Writing: every pending user turn goes through the write gate (decision logged), extraction and conflict
@@ -218,7 +220,7 @@ class MemoryAgent:
     def retrieve(self, message: str) -> tuple[str, tuple[str, ...] | None, bool, list[Hit]]:
         """What the message recalls (recall.py: routing that prefers types, proactive recall). Touches nothing."""
         found = recall(self.bank, message, user_id=self.user_id, session_id=self.session_id, k=self.k,
-                       routes=self.routes)
+                       routes=self.routes, sessions=self.sessions)
         return found.intent, found.types, found.proactive, found.hits
 
     # ------------------------------------------------------------------------------------------ writing

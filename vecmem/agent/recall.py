@@ -14,8 +14,12 @@
   on, from topics.SLOTS: programming languages, editors, shells, package managers, frameworks, ...; those that are
   everyday words too, "go", "poetry", "mocha", left out). A preference that names one of them is about coding,
   and relevant to any coding request; "用户喜欢喝乌龙茶" is not.
-* **Proactive recall**: when the message points at the past ("上次那个方案", "as I said before"), a second
-  retrieval of every type with twice the candidates runs, and the two most recent summaries come first.
+* **Proactive recall**: when the message points at the past ("上次那个方案", "as I said before", "where did we
+  leave off?"), a second retrieval of every type with twice the candidates runs, and what the user's latest
+  sessions left comes first, the most recent first: this session's own summaries (the two newest), then, given
+  the session store, each of the sessions talked in last before this one with its summaries and the memories
+  learnt there (earlier.py: a new session has no summary of its own, and sees another session's only once a
+  global summary merges them), then the two newest summaries this session sees (global ones).
 
 What is found is one list, best score first (a memory found twice keeps its better score and relevance); the
 relevance floor then decides, in the prompt's assembly (retrieval/budget.py), what goes in, and the budget how
@@ -29,9 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from vecmem.agent import rules
+from vecmem.agent.earlier import earlier_sessions
 from vecmem.agent.topics import SLOTS
 from vecmem.api import MemoryApi
 from vecmem.models import Hit
+from vecmem.storage.sessions import SessionStore
 
 __all__ = ["CODING_SLOTS", "CODING_TOPICS", "STRONG_RELEVANCE", "Recall", "recall"]
 
@@ -76,8 +82,9 @@ class Recall:
 
 
 def recall(bank: MemoryApi, message: str, *, user_id: str, session_id: str | None, k: int,
-           routes: Mapping[str, tuple[str, ...] | None]) -> Recall:
-    """Routed retrieval, widened when the message points at the past (module docstring). Touches nothing."""
+           routes: Mapping[str, tuple[str, ...] | None], sessions: SessionStore | None = None) -> Recall:
+    """Routed retrieval, widened when the message points at the past (module docstring); ``sessions``: where the
+    user's earlier sessions are found (none without it). Touches nothing."""
     intent = rules.query_intent(message)
     types = routes.get(intent)
 
@@ -98,8 +105,11 @@ def recall(bank: MemoryApi, message: str, *, user_id: str, session_id: str | Non
     # measured (None), so the floor does not hold back what the user points at
     summaries = [hit for hit in search("", 50, ["conclusion"]) if "summary" in hit.record.tags]
     recent = sorted(summaries, key=lambda hit: hit.record.created_at, reverse=True)[:2]
-    merged: dict[str, Hit] = {hit.id: hit for hit in recent}
-    for hit in _merged([*hits, *wide]):
+    own = [hit for hit in recent if hit.record.scope == session_id]
+    earlier = ([] if sessions is None else
+               earlier_sessions(bank, sessions, user_id=user_id, session_id=session_id, k=k))
+    merged: dict[str, Hit] = {}
+    for hit in (*own, *earlier, *recent, *_merged([*hits, *wide])):
         merged.setdefault(hit.id, hit)
     return Recall(intent, types, True, list(merged.values()))
 

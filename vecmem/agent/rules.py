@@ -234,6 +234,7 @@ _QUESTION = _any(
     r"(?:'s|\s+about|\s+many|\s+much|\s+long|\s+often)\b)",
     r"吗\s*[。.!！~～]*$", r"能不能", r"可不可以", r"要不要", r"是不是", r"有没有", r"会不会", r"行不行", r"好不好", r"用不用",
     r"该不该", r"对不对", r"(?:应该|该|要|可以|能|会|用|选|推荐)\S{0,6}(?:什么|哪|怎么|如何|多少)", r"^(?:什么|怎么|为什么|如何|哪|谁)",
+    r"(?:聊|说|讲|谈|做|写|进行)到(?:哪|什么地方)",  # "我们上次说到哪儿了": where things stand, asked
 )
 # "you know?", "对吧？": a tag that softens a statement, not a question of its own
 _TAG_QUESTION = _any(r"^(?:you know|right|ok(?:ay)?|isn'?t it|don'?t you think|eh|huh|对吧|是吧|对不对|好吗|行吗|可以吗|"
@@ -286,8 +287,10 @@ _SMALL_TALK = _any(
 )
 _PAST = _any(
     r"上次", r"之前(?:说|提|讨论|聊|那个)", r"以前说", r"刚才说", r"前面说", r"那个方案", r"我说过", r"我提过", r"我们讨论过?",
-    r"我们聊过", r"还记得", r"你记得", r"之前的",
-    r"\blast time\b", r"\bas i (?:said|mentioned)\b", r"\bi (?:said|mentioned|told you) (?:before|earlier)\b",
+    r"我们聊过", r"还记得", r"你记得", r"之前的", r"上一次", r"上一?回", r"(?:聊|说|讲|谈|做)到哪",
+    r"(?:上个|上一个|前一个)(?:会话|对话)",
+    r"\blast time\b", r"\bwhere (?:did )?we (?:leave|left) off\b", r"\bwhere were we\b", r"\bpick up where\b",
+    r"\b(?:last|previous|earlier) (?:session|conversation|chat)s?\b", r"\bas i (?:said|mentioned)\b", r"\bi (?:said|mentioned|told you) (?:before|earlier)\b",
     r"\bearlier\b", r"\bpreviously\b", r"\bwe discussed\b", r"\bwe talked about\b", r"\bremember when\b",
     r"\byou suggested\b", r"\bthe (?:plan|approach|solution) (?:we|you)\b", r"\bwhat we discussed\b",
 )

@@ -3,7 +3,7 @@
     from langgraph.graph import StateGraph
     from vecmem import MemoryBank, VecmemStore
 
-    store = VecmemStore(MemoryBank())
+    store = VecmemStore()                       # a MemoryBank() of its own, closed by store.close(); or VecmemStore(bank)
     store.put(("alice", "memories"), "tea", {"text": "Alice drinks green tea every morning"})
     store.search(("alice", "memories"), query="what does alice drink?")   # ranked by vecmem
     graph = StateGraph(State).add_node(...).compile(store=store)        # nodes reach it as get_store()
@@ -30,9 +30,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+from vecmem.aio import bank_of
 from vecmem.bank import MemoryBank
+from vecmem.config import Settings
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.item_bank import ItemBank, PreparedPut
 from vecmem.interfaces.items import Layout, StoredItem, listed
@@ -66,19 +68,37 @@ class NamespaceError(InvalidInputError, InvalidNamespaceError):
 
 class VecmemStore(BaseStore):
     """LangGraph's store interface over ``bank`` (a ``MemoryBank``, or anything with its ``MemoryApi`` and
-    ``users()``). ``user_label``: which namespace label names the vecmem user (0: ``("alice", "memories")``;
-    1: LangMem's ``("memories", "alice")``). ``fields``: the paths an item is indexed by when its put names
-    none (default: every string in the value). ``clock``: the time items are created and updated at."""
+    ``users()``); without one, over ``MemoryBank(settings, **bank_options)`` opened here (the environment's
+    settings when none are given, as ``MemoryBank()``; a ``Settings`` may come first too). ``close`` (or leaving
+    ``with``) closes the bank, either way. ``user_label``: which namespace label names the vecmem user (0:
+    ``("alice", "memories")``; 1: LangMem's ``("memories", "alice")``). ``fields``: the paths an item is indexed by
+    when its put names none (default: every string in the value). ``clock``: the time items are created and
+    updated at (and the clock of the bank opened here)."""
 
     __slots__ = ("_bank", "_fields", "_items")
 
-    def __init__(self, bank: MemoryBank, *, user_label: int = 0, fields: Sequence[str] | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, bank: MemoryBank | Settings | None = None, *, settings: Settings | None = None,
+                 user_label: int = 0, fields: Sequence[str] | None = None,
+                 clock: Callable[[], datetime] | None = None, **bank_options: Any) -> None:
         if fields is not None and (isinstance(fields, str) or not all(isinstance(f, str) for f in fields)):
             raise InvalidInputError("fields", f"must be a list of paths, got {fields!r}")
         self._fields = None if fields is None else [(path, _tokens(path)) for path in fields]
-        self._bank = bank
-        self._items = ItemBank(bank, Layout(user_label), clock or (lambda: datetime.now(UTC)))
+        layout = Layout(user_label)  # checked before a bank is opened: a bad label leaves nothing open
+        if clock is not None and (bank is None or isinstance(bank, Settings)):
+            bank_options["clock"] = clock  # the bank opened here keeps the items' time
+        opened = bank_of(bank, settings, bank_options)
+        self._bank = cast(MemoryBank, opened)  # a MemoryBank's API and users(), as documented
+        self._items = ItemBank(self._bank, layout, clock or (lambda: datetime.now(UTC)))
+
+    def close(self) -> None:
+        """Close the bank (the one opened here, or the one given)."""
+        self._bank.close()
+
+    def __enter__(self) -> VecmemStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @property
     def bank(self) -> MemoryBank:

@@ -23,7 +23,7 @@ from vecmem.storage.database import Database
 from vecmem.storage.sqlite import SQLiteFile
 from vecmem.storage.state import state_database
 
-__all__ = ["SessionStore", "StoredTurn", "Task", "LoggedDecision", "SessionCounters", "TurnUsage"]
+__all__ = ["SessionStore", "StoredTurn", "RecentSession", "Task", "LoggedDecision", "SessionCounters", "TurnUsage"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -59,6 +59,14 @@ class StoredTurn:
     role: str
     content: str
     status: str
+
+
+@dataclass(frozen=True)
+class RecentSession:
+    """A session of the user and when it was last talked in (its last turn)."""
+
+    session_id: str
+    last_active: datetime
 
 
 @dataclass(frozen=True)
@@ -164,6 +172,18 @@ class SessionStore:
                 (user_id, session_id, rows[-1][0]),
             )
         ]
+
+    def recent_sessions(self, user_id: str, *, excluding: str | None = None, limit: int = 5) -> list[RecentSession]:
+        """The user's sessions, the one last talked in first (by its last turn; the later turn id breaks a tie of
+        the clock), ``excluding`` one (the current session), at most ``limit``."""
+        if limit <= 0:
+            return []
+        rows = self._db.fetch(
+            "SELECT session_id, max(created_at) AS last_at, max(id) AS last_id FROM turns "
+            "WHERE user_id = ? AND session_id <> ? GROUP BY session_id ORDER BY last_at DESC, last_id DESC LIMIT ?",
+            (user_id, "" if excluding is None else excluding, limit),
+        )
+        return [RecentSession(session, datetime.fromtimestamp(last_at, UTC)) for session, last_at, _ in rows]
 
     def has_history(self, user_id: str) -> bool:
         return bool(self._db.fetch("SELECT 1 FROM turns WHERE user_id = ? LIMIT 1", (user_id,)))
