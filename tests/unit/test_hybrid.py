@@ -162,10 +162,10 @@ def test_k_results_whenever_k_memories_are_visible(make_bank, settings, mode):
     """A query that shares a word with one memory still gets k results in every mode: the rest by the priors
     (recency, importance), below the one it matched."""
     bank = make_bank(settings=settings.with_changes(search_mode=mode))
-    matched = bank.add("the cat sleeps on the sofa", importance=0.1)
-    others = [bank.add(text, importance=importance) for text, importance in (
+    matched = bank.add("the cat sleeps on the sofa", importance=0.1, resolve=False)
+    others = [bank.add(text, importance=importance, resolve=False) for text, importance in (
         ("quarterly revenue report", 0.9), ("dentist on friday", 0.5), ("a blue umbrella", 0.3))]
-    bank.add("hidden in another session", session_id="elsewhere")
+    bank.add("hidden in another session", session_id="elsewhere", resolve=False)
     hits = bank.search("cat", 4)
     assert len(hits) == 4 and {hit.id for hit in hits} == {matched.id, *(o.id for o in others)}
     if mode != "dense":

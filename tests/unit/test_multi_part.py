@@ -58,10 +58,10 @@ def test_each_part_finds_its_memory(make_bank, settings, mode):
     part's only match. Part by part, each part's best match leads."""
     bank = make_bank(settings=settings.with_changes(search_mode=mode, weights=RankWeights(1, 0, 0)),
                      embedder=FakeEmbedder())
-    thesis = bank.add("Wang Lei finished his university thesis on topic models for the degree")
+    thesis = bank.add("Wang Lei finished his university thesis on topic models for the degree", resolve=False)
     for text in ["Wang Lei picked a thesis topic", "the university degree of Wang Lei", "Lei finished the degree thesis",
                  "topic of the university thesis"]:
-        bank.add(text)
-    fridge = bank.add("the fridge in my kitchen is a Haier")
+        bank.add(text, resolve=False)
+    fridge = bank.add("the fridge in my kitchen is a Haier", resolve=False)
     question = "Which university, degree and thesis topic did Wang Lei finish? And what fridge is mine?"
     assert [hit.id for hit in bank.search(question, 2)] in ([thesis.id, fridge.id], [fridge.id, thesis.id])

@@ -49,9 +49,9 @@ def test_an_addressed_name_is_an_address_token_and_a_mention_is_the_name():
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 def test_a_question_about_a_speaker_finds_her_turn_before_turns_addressed_to_her(make_bank, settings, mode):
     bank = make_bank(settings=settings.with_changes(search_mode=mode, weights=RankWeights(1, 0, 0)))
-    hers = bank.add('Caroline said, "I went to the adoption meeting last week."')
-    bank.add('Melanie said, "Hey Caroline! Was the adoption meeting good?"')
-    bank.add('Melanie said, "Oh Caroline, tell me about the adoption meeting!"')
-    bank.add('Melanie said, "I painted a lake with the kids."')
+    hers = bank.add('Caroline said, "I went to the adoption meeting last week."', resolve=False)
+    bank.add('Melanie said, "Hey Caroline! Was the adoption meeting good?"', resolve=False)
+    bank.add('Melanie said, "Oh Caroline, tell me about the adoption meeting!"', resolve=False)
+    bank.add('Melanie said, "I painted a lake with the kids."', resolve=False)
     (hit,) = bank.search("When did Caroline go to the adoption meeting?", 1)
     assert hit.id == hers.id
