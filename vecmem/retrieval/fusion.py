@@ -105,17 +105,14 @@ class Fusion:
                 if top > 0:
                     self._dense_span = top
                     dense_share = min(1.0, max(0.0, (top - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
-        keyword_share, keyword_coverage = 0.0, 0.0
+        keyword_share = 0.0
         if keyword is not None and keyword.best > 0:
             keyword_share = min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
-            # how much of what the query asks its best match holds: its say against a dense side that reads the
-            # whole query (a match on one everyday word of a question must not outvote the meaning of the rest)
-            keyword_coverage = min(1.0, keyword.best / keyword.whole) if keyword.whole > 0 else 1.0
         # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
         if dense is not None and keyword is not None:
-            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_coverage
+            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_share
             self._dense_weight = dense_weight * dense_share * dense_share / trust if trust > 0 else 0.0
-            self._keyword_weight = (1 - dense_weight) * keyword_coverage * keyword_share / trust if trust > 0 else 0.0
+            self._keyword_weight = (1 - dense_weight) * keyword_share * keyword_share / trust if trust > 0 else 0.0
         else:
             self._dense_weight, self._keyword_weight = dense_share, keyword_share
 

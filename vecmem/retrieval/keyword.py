@@ -25,7 +25,7 @@ import numpy as np
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.columns import TYPE_NAMES as _TYPE_NAMES
 from vecmem.retrieval.columns import TokenTable
-from vecmem.retrieval.relevance import keyword_scale, keyword_whole
+from vecmem.retrieval.relevance import keyword_scale
 from vecmem.retrieval.tokenize import memory_tokens, recency_weights, split_dialogue, tokenize, warm_up
 from vecmem.retrieval.views import FilterView, KeywordResult
 
@@ -161,8 +161,7 @@ class IndexSnapshot:
         terms = [(self._df.get(token, 0), weight / weight_sum) for tokens, weight in query_parts if weight > 0
                  for token in tokens] if weight_sum > 0 else []
         scale = keyword_scale(terms, self.main_size, self.k1)
-        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale,
-                             keyword_whole(terms, self.main_size, self.k1))
+        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale)
 
     def tokens_of(self, memory_id: str) -> tuple[str, ...] | None:
         """The keyword tokens this snapshot holds for a memory, or None when it holds none for it."""
