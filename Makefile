@@ -137,22 +137,24 @@ bench-mem0: $(MEM0_VENV)/.installed-stamp
 # Each benchmark in dense, keyword and hybrid, with the default weights (0.6/0.2/0.2) and, as the papers report,
 # similarity alone (1/0/0), both over one index, beside plain BM25 and plain cosine on the same data (--baselines).
 EVAL := $(BIN)/python scripts/eval_hit_rate.py --mode dense keyword hybrid --baselines --quiet
-# every benchmark with each model, the default first (EVAL_MODELS="multilingual-e5-small" for one)
+# every benchmark with each model, the default first (EVAL_MODELS="multilingual-e5-small" for one), under the
+# specified blend and the gated one (VECMEM_GATED_PRIORS), and similarity alone as the papers report
+BLENDS := --weights 0.6 0.2 0.2 --gated-weights 0.6 0.2 0.2
 EVAL_MODELS ?= multilingual-e5-small all-MiniLM-L6-v2
 eval: install
 	@for model in $(EVAL_MODELS); do echo "=== model: $$model"; \
 	  $(MAKE) --no-print-directory eval-one VECMEM_EMBED_MODEL=$$model || exit 1; done
 
 eval-one:
-	$(EVAL) --format vecmem --data data/eval/native_en.json
-	$(EVAL) --format vecmem --data data/eval/native_zh.json
-	$(EVAL) --format vecmem --data data/eval/paraphrase.json
+	$(EVAL) --format vecmem --data data/eval/native_en.json $(BLENDS)
+	$(EVAL) --format vecmem --data data/eval/native_zh.json $(BLENDS)
+	$(EVAL) --format vecmem --data data/eval/paraphrase.json --weights 1 0 0 $(BLENDS)
 	@if [ -f $(SHARED_DATA)/locomo/locomo10.json ]; then \
-	  $(EVAL) --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 --weights 0.6 0.2 0.2; \
+	  $(EVAL) --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 $(BLENDS); \
 	else echo "LoCoMo not found in $(SHARED_DATA): skipped"; fi
 	@if [ -d $(SHARED_DATA)/madial_bench ]; then \
 	  for lang in zh en; do $(EVAL) --format madial --data $(SHARED_DATA)/madial_bench --lang $$lang \
-	    --weights 1 0 0 --weights 0.6 0.2 0.2 || exit 1; done; \
+	    --weights 1 0 0 $(BLENDS) || exit 1; done; \
 	else echo "MADial-Bench not found in $(SHARED_DATA): skipped"; fi
 
 clean:

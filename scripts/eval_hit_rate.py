@@ -121,7 +121,7 @@ class ModeResult:
 
 
 def weights_name(weights: RankWeights) -> str:
-    return f"{weights.similarity:g}/{weights.recency:g}/{weights.importance:g}"
+    return f"{weights.similarity:g}/{weights.recency:g}/{weights.importance:g}{' gated' if weights.gated else ''}"
 
 
 def summarize(mode: str, dataset: Dataset, ranked: list[list[str]], ks: list[int], seconds: float) -> ModeResult:
@@ -309,6 +309,9 @@ def main(
     parser.add_argument("--weights", nargs=3, type=float, metavar=("SIM", "REC", "IMP"), action="append",
                         help="reranker weights (default: the configured 0.6 0.2 0.2); 1 0 0 = similarity alone; "
                              "repeated: each setting over the same index, in one table")
+    parser.add_argument("--gated-weights", nargs=3, type=float, metavar=("SIM", "REC", "IMP"), action="append",
+                        help="as --weights, with the priors gated by max(1 - similarity, 0.2) (VECMEM_GATED_PRIORS); "
+                             "after every --weights, in the same table")
     parser.add_argument("--decay", type=float, help="recency decay per day (default: the configured 0.01)")
     parser.add_argument("--dense-weight", type=float, help="hybrid fusion weight of the dense side (default 0.6)")
     parser.add_argument("--context", nargs=2, type=int, default=[2, 1], metavar=("BEFORE", "AFTER"),
@@ -332,11 +335,12 @@ def main(
             raise DataError("--floor must be between 0 and 1")
         if args.through_agent and args.format == "vecmem":
             raise DataError("--through-agent needs conversations: --format locomo or madial")
-        if args.through_agent and len(args.weights or []) > 1:
+        if args.through_agent and len(args.weights or []) + len(args.gated_weights or []) > 1:
             raise DataError("--through-agent takes one --weights")
         settings = (settings_factory or Settings.from_env)()
         changes: dict[str, Any] = {}
         weightings = [RankWeights(*w) for w in args.weights or []]
+        weightings += [RankWeights(*w, gated=True) for w in args.gated_weights or []]
         if weightings:
             changes["weights"] = weightings[0]
         if args.decay is not None:

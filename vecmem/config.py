@@ -235,11 +235,14 @@ def _read(cls: type[_D], environ: Mapping[str, str]) -> _D:
 
 @dataclass(frozen=True)
 class RankWeights:
-    """Weights of the reranker: score = similarity·s + recency·r + importance·i."""
+    """Weights of the reranker: score = similarity·s + recency·r + importance·i (``gated``: see rank.py)."""
 
     similarity: float = setting("VECMEM_WEIGHT_SIMILARITY", 0.6, _number, _non_negative)
     recency: float = setting("VECMEM_WEIGHT_RECENCY", 0.2, _number, _non_negative)
     importance: float = setting("VECMEM_WEIGHT_IMPORTANCE", 0.2, _number, _non_negative)
+    # off: the specified blend, score = s·similarity + r·recency + i·importance; on: recency and importance weigh
+    # by max(1 - similarity, 0.2), breaking the ties the query leaves (retrieval/rank.py)
+    gated: bool = setting("VECMEM_GATED_PRIORS", False, _flag)
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -32,28 +32,36 @@ def test_recency_by_hand():
 
 
 def test_score_by_hand():
-    # the priors weigh in proportion to what the query leaves open: (1 - similarity), at least TIE_BAND
-    assert score(0.5, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.5 + (1 - 0.5) * (0.2 * 0.8 + 0.2 * 0.9))
-    assert score(0.95, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.95 + TIE_BAND * (0.2 * 0.8 + 0.2 * 0.9))
+    # the specified blend: every part adds up to the score
+    assert score(0.5, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.5 + 0.2 * 0.8 + 0.2 * 0.9)
+    assert score(0.95, 0.8, 0.9, DEFAULT) == pytest.approx(0.6 * 0.95 + 0.2 * 0.8 + 0.2 * 0.9)
     assert score(0.0, 0.8, 0.9, DEFAULT) == pytest.approx(0.2 * 0.8 + 0.2 * 0.9)
-    # near-ties at the top go to the priors; a memory a fifth of the scale below cannot pass, whatever its priors
-    assert score(0.94, 1.0, 0.4, DEFAULT) > score(0.96, 0.0, 0.4, DEFAULT)
-    assert score(0.8, 1.0, 1.0, DEFAULT) < score(1.0, 0.0, 0.0, DEFAULT)
     assert score(0.5, 0.8, 0.9, RankWeights(1, 0, 0)) == pytest.approx(0.5)
+
+
+def test_gated_priors_weigh_what_the_query_leaves_open():
+    gated = RankWeights(0.6, 0.2, 0.2, gated=True)
+    # the priors weigh in proportion to what the query leaves open: (1 - similarity), at least TIE_BAND
+    assert score(0.5, 0.8, 0.9, gated) == pytest.approx(0.6 * 0.5 + (1 - 0.5) * (0.2 * 0.8 + 0.2 * 0.9))
+    assert score(0.95, 0.8, 0.9, gated) == pytest.approx(0.6 * 0.95 + TIE_BAND * (0.2 * 0.8 + 0.2 * 0.9))
+    assert score(0.0, 0.8, 0.9, gated) == score(0.0, 0.8, 0.9, DEFAULT)  # nothing points at it: the same either way
+    # near-ties at the top go to the priors; a memory a fifth of the scale below cannot pass, whatever its priors
+    assert score(0.94, 1.0, 0.4, gated) > score(0.96, 0.0, 0.4, gated)
+    assert score(0.8, 1.0, 1.0, gated) < score(1.0, 0.0, 0.0, gated)
+    assert score(0.8, 1.0, 1.0, DEFAULT) > score(1.0, 0.0, 0.0, DEFAULT)  # the plain blend lets the priors pass
 
 
 def test_rerank_arithmetic_and_order():
     a = memory("a", days_old=10, importance=0.9)  # recency e^-0.1
     b = memory("b", days_old=0, importance=0.2)
     hits = rerank([(a, 0.40), (b, 0.50)], now=NOW, weights=DEFAULT, decay_per_day=0.01)
-    expected_a = 0.6 * 0.40 + 0.6 * (0.2 * math.exp(-0.1) + 0.2 * 0.9)  # 0.4566...
-    expected_b = 0.6 * 0.50 + 0.5 * (0.2 * 1.0 + 0.2 * 0.2)  # 0.42
+    expected_a = 0.6 * 0.40 + 0.2 * math.exp(-0.1) + 0.2 * 0.9  # 0.6010...
+    expected_b = 0.6 * 0.50 + 0.2 * 1.0 + 0.2 * 0.2  # 0.54
     assert [hit.id for hit in hits] == ["a", "b"]
     assert hits[0].score == pytest.approx(expected_a)
     assert hits[1].score == pytest.approx(expected_b)
-    for hit in hits:
-        priors = 0.2 * hit.recency + 0.2 * hit.importance
-        assert hit.score == pytest.approx(0.6 * hit.similarity + max(1 - hit.similarity, TIE_BAND) * priors)
+    for hit in hits:  # every hit's parts add up to its score
+        assert hit.score == pytest.approx(0.6 * hit.similarity + 0.2 * hit.recency + 0.2 * hit.importance)
 
 
 def test_similarity_is_clamped_to_unit_interval():

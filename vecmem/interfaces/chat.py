@@ -182,9 +182,13 @@ class ChatRepl:
         hits = agent.bank.search(query, 10, user_id=agent.user_id, session_id=agent.session_id, record_access=False)
         if not hits:
             self.say("no memories")
+        w = agent.bank.settings.weights
         for hit in hits:
-            self.say(f"{hit.id}  {hit.score:.3f} = 0.6·{hit.similarity:.3f} + {prior_share(hit.similarity):.3f}·(0.2·"
-                     f"{hit.recency:.3f} + 0.2·{hit.importance:.2f})  [{hit.type}, {hit.record.scope}] {hit.content}")
+            share = prior_share(hit.similarity, w.gated)
+            gate = f"{share:.3f}·" if w.gated else ""
+            self.say(f"{hit.id}  {hit.score:.3f} = {w.similarity:g}·{hit.similarity:.3f} + {gate}({w.recency:g}·"
+                     f"{hit.recency:.3f} + {w.importance:g}·{hit.importance:.2f})  [{hit.type}, {hit.record.scope}] "
+                     f"{hit.content}")
 
     def cmd_forget(self, memory_id: str) -> None:
         record = self.agent.bank.forget(memory_id, user_id=self.agent.user_id)

@@ -26,7 +26,8 @@ def print_hits(out: TextIO, hits: Sequence[Hit], settings: Settings) -> None:
     from rich.table import Table
 
     w = settings.weights
-    caption = (f"score = {w.similarity:g}·similarity + max(1 - similarity, {TIE_BAND:g})·({w.recency:g}·recency + "
+    gate = f"max(1 - similarity, {TIE_BAND:g})·" if w.gated else ""
+    caption = (f"score = {w.similarity:g}·similarity + {gate}({w.recency:g}·recency + "
                f"{w.importance:g}·importance)")
     if settings.search_mode == "hybrid":
         dense = settings.dense_weight

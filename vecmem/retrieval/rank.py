@@ -1,18 +1,14 @@
-"""The reranker: score = w_s·similarity + max(1 - similarity, TIE_BAND)·(w_r·recency + w_i·importance), weights
-0.6 / 0.2 / 0.2 by default.
+"""The reranker: by default the blend the product specifies, ``score = w_s·similarity + w_r·recency +
+w_i·importance`` (weights 0.6 / 0.2 / 0.2), so every hit's parts add up to its score.
 
-Recency and importance are priors: they say which memories matter in general, not what this query asks. So
-they weigh in proportion to how little the query says about a memory (``1 - similarity``): among memories the
-query does not tell apart they decide the order, and they cannot lift a memory above one the query's evidence
-clearly prefers. Blended plainly (``+ w_r·recency``), recency had LoCoMo's questions about older sessions lose
-their evidence to whatever was said last: R@5 58.4 plainly, 64.4 gated (similarity alone: 66.4;
-scripts/eval_hit_rate.py). Near the top the share never falls below TIE_BAND (0.2), so that two memories the
-query points at almost alike ("trains at the gym on Mondays", written last year, and "... on Thursdays", last
-week; similarities 0.96 and 0.94) are still told apart by the priors, the newer first; with the plain ``1 - s``
-the older kept the top. A memory a fifth of the scale or more below another cannot pass it: with the default
-weights it would need priors above 0.6 (at most 0.4). On the benchmarks the band moves no recall by more than
-0.1 (LoCoMo, default weights: R@10 77.9 -> 78.0); the native set's recency query gets its newer memory first. A memory nothing in the query points at
-(similarity 0) scores exactly ``w_r·recency + w_i·importance``, as in the plain blend.
+A documented alternative, ``VECMEM_GATED_PRIORS=on``, gates the priors: ``score = w_s·similarity + max(1 -
+similarity, TIE_BAND)·(w_r·recency + w_i·importance)``. Recency and importance say which memories matter in
+general, not what this query asks; gated, they weigh in proportion to how little the query says about a memory,
+so among memories the query does not tell apart they decide the order, and they cannot lift a memory above one
+the query's evidence clearly prefers. Near the top the share never falls below TIE_BAND (0.2), so two memories
+the query points at almost alike are still told apart by the priors, the newer first. A memory nothing in the
+query points at (similarity 0) scores the same either way. ``make eval`` reports both blends on every benchmark
+(docs: README, "Recall, measured").
 
 * similarity: how much the query points at the memory, per query from chance (0) to the query's best
   evidence (retrieval/fusion.py), in [0, 1];
@@ -64,14 +60,15 @@ def timeliness(created: float, last_used: float, now: float, decay_per_day: floa
     return freshness(now - last_used, decay_per_day)
 
 
-def prior_share(similarity: float) -> float:
-    """How much of the priors (recency, importance) a memory of this similarity gets (module docstring)."""
-    return max(1.0 - similarity, TIE_BAND)
+def prior_share(similarity: float, gated: bool = False) -> float:
+    """How much of the priors (recency, importance) a memory of this similarity gets: all of them in the specified
+    blend; gated, ``max(1 - similarity, TIE_BAND)`` (module docstring)."""
+    return max(1.0 - similarity, TIE_BAND) if gated else 1.0
 
 
 def score(similarity: float, recency_value: float, importance: float, weights: RankWeights) -> float:
     priors = weights.recency * recency_value + weights.importance * importance
-    return weights.similarity * similarity + prior_share(similarity) * priors
+    return weights.similarity * similarity + prior_share(similarity, weights.gated) * priors
 
 
 def weight(record: MemoryRecord) -> float:
