@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_EMBED_MODEL",
+    "MIN_CONTEXT_TOKENS",
     "EMBED_QUERY_STYLES",
     "SEARCH_MODES",
     "BudgetShares",
@@ -39,6 +40,10 @@ DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 SEARCH_MODES = ("dense", "keyword", "hybrid")
 # how an embedding endpoint is told a query from a document (retrieval/endpoint_embedder.py says what each does)
 EMBED_QUERY_STYLES = ("auto", "input_type", "e5", "bge", "none")
+# the smallest context window every interface accepts and declares (VECMEM_CONTEXT_TOKENS, the HTTP API's
+# context_tokens, MCP's): one number, so a schema never promises a window the validation refuses
+MIN_CONTEXT_TOKENS = 64
+
 _T = TypeVar("_T")
 _D = TypeVar("_D", bound="DataclassInstance")
 
@@ -313,7 +318,7 @@ class Settings:
     # candidates fetched per requested hit before reranking
     overfetch_factor: int = setting("VECMEM_OVERFETCH", 4, _integer, _at_least(1))
     min_candidates: int = setting("VECMEM_MIN_CANDIDATES", 20, _integer, _at_least(1))
-    context_tokens: int = setting("VECMEM_CONTEXT_TOKENS", 8192, _integer, _at_least(64))
+    context_tokens: int = setting("VECMEM_CONTEXT_TOKENS", 8192, _integer, _at_least(MIN_CONTEXT_TOKENS))
     shares: BudgetShares = field(default_factory=BudgetShares, metadata=_group(BudgetShares))
     tokenizer: str = setting("VECMEM_TOKENIZER", "cl100k_base", _text, _non_empty)
     search_mode: str = setting("VECMEM_SEARCH_MODE", "hybrid", _lowercase, _one_of(*SEARCH_MODES))

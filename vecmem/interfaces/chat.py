@@ -23,6 +23,7 @@ from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
 from vecmem.interfaces.opening import long_running_bank
+from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
 from vecmem.maintenance.chains import revision_number, version_dates
 from vecmem.retrieval.rank import prior_share
 from vecmem.storage.sessions import SessionStore
@@ -52,6 +53,7 @@ class ChatRepl:
         self.stdin = stdin
         self.out = stdout
         self.err = stderr
+        self._warming: threading.Thread | None = None
         self.commands: dict[str, Callable[[str], None]] = {
             "memories": self.cmd_memories, "forget": self.cmd_forget, "edit": self.cmd_edit,
             "history": self.cmd_history, "restore": self.cmd_restore, "session": self.cmd_session,
@@ -76,7 +78,8 @@ class ChatRepl:
             self.say(f"Model: {agent.model.name}")
         # The model and the keyword index load while the user types, not after the first message. A failure
         # here is not lost: the first turn meets the same error and reports it.
-        threading.Thread(target=self._warm_up, name="vecmem-warm-up", daemon=True).start()
+        self._warming = threading.Thread(target=self._warm_up, name="vecmem-warm-up", daemon=True)
+        self._warming.start()
         interactive = self.stdin is sys.stdin and self.stdin.isatty()
         if interactive:
             import readline  # noqa: F401 - gives input() line editing and history at a terminal
@@ -125,6 +128,11 @@ class ChatRepl:
         finally:
             if started:
                 self.say()  # the answer's line ends (also when it broke off: the error follows on its own line)
+
+    def stop(self) -> None:
+        """Wait for the warm-up, which may be inside the model's native code: the bank closes after this."""
+        if self._warming is not None:
+            self._warming.join()
 
     def _warm_up(self) -> None:
         try:
@@ -310,23 +318,29 @@ def main(
     parser.add_argument("--user", help="user id (default: VECMEM_USER or 'default')")
     parser.add_argument("--session", help="session id (default: a new one named after the current time)")
     args = parser.parse_args(argv)
-    try:
-        with contextlib.nullcontext(bank) if bank is not None else long_running_bank(
+    code = 0
+    try:  # the end of input (Ctrl-D, /quit), SIGTERM and Ctrl-C all end it the same way (stopping.py): the
+        # warm-up joined, the session store and the bank closed, exit status 0
+        with stops_cleanly(), contextlib.nullcontext(bank) if bank is not None else long_running_bank(
                 Settings.from_env(), program="python -m vecmem.chat") as opened:
             settings = opened.settings
-            agent = MemoryAgent(
-                opened,
-                SessionStore.open(settings),
-                model=chat_model_from_settings(settings) if model is _UNSET else model,
-                user_id=args.user,
-                session_id=args.session or datetime.now().strftime("chat-%Y%m%d-%H%M%S"),
-            )
-            return ChatRepl(agent, stdin or sys.stdin, stdout or sys.stdout, err).run()
+            with contextlib.closing(SessionStore.open(settings)) as sessions:
+                agent = MemoryAgent(
+                    opened,
+                    sessions,
+                    model=chat_model_from_settings(settings) if model is _UNSET else model,
+                    user_id=args.user,
+                    session_id=args.session or datetime.now().strftime("chat-%Y%m%d-%H%M%S"),
+                )
+                repl = ChatRepl(agent, stdin or sys.stdin, stdout or sys.stdout, err)
+                try:
+                    code = serve_until_stopped(repl.run)
+                finally:
+                    repl.stop()
     except VecmemError as exc:
         print(f"vecmem: error: {exc}", file=err)
         return 2 if is_user_error(exc) else 1
-    except KeyboardInterrupt:
-        return 130
+    return code
 
 
 if __name__ == "__main__":

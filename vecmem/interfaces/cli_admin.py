@@ -230,6 +230,7 @@ def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base:
     from vecmem.interfaces.keys import KeyStore  # uvicorn, and the app's SDK, only for these commands
     from vecmem.interfaces.opening import long_running_bank
     from vecmem.interfaces.server_security import check_binding
+    from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
 
     settings = ctx.settings()
     host, port = ctx.args.host, ctx.args.port
@@ -242,12 +243,15 @@ def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base:
     except OSError as exc:
         print(f"vecmem: error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=ctx.err)
         return EXIT_FAILURE
-    with listening, long_running_bank(settings, program=program, factory=ctx.bank_factory) as bank:
+    with stops_cleanly(), listening, contextlib.closing(keys), long_running_bank(
+            settings, program=program, factory=ctx.bank_factory) as bank:
         keyed = " (an API key required)" if token or keys.any_valid() else ""
         print(f"vecmem: {doing.format(location=bank.location)} on http://{host}:{port}{base}{keyed}",
               file=ctx.err, flush=True)
-        uvicorn.Server(uvicorn.Config(app_for(bank, token, keys, allowed), log_level="warning")).run(
-            sockets=[listening])
+        # SIGTERM and Ctrl-C: uvicorn finishes the requests under way and runs the app's shutdown (the proxy
+        # learns what it queued), then the bank is closed and the exit status is 0 (stopping.py)
+        server = uvicorn.Server(uvicorn.Config(app_for(bank, token, keys, allowed), log_level="warning"))
+        serve_until_stopped(lambda: server.run(sockets=[listening]))
     return EXIT_OK
 
 
@@ -309,11 +313,17 @@ def _keys_action(ctx: Context, store: KeyStore) -> int:
 def mcp(ctx: Context) -> int:
     from vecmem.interfaces.mcp_server import create_server, warm_start  # the MCP SDK only for this command
     from vecmem.interfaces.opening import long_running_bank
+    from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
 
-    with long_running_bank(ctx.settings(), program="vecmem mcp", factory=ctx.bank_factory) as bank:
+    # the end of stdin (the client closed it), SIGTERM and Ctrl-C all stop it the same way: the warm-up joined
+    # (it may be inside the model's native code: see stopping.py), then the bank closed, then exit status 0
+    with stops_cleanly(), long_running_bank(ctx.settings(), program="vecmem mcp", factory=ctx.bank_factory) as bank:
         server = create_server(bank)
-        warm_start(bank)
-        server.run("stdio")
+        warming = warm_start(bank)
+        try:
+            serve_until_stopped(lambda: server.run("stdio"))
+        finally:
+            warming.join()
     return EXIT_OK
 
 

@@ -13,22 +13,30 @@ optional ``user_id`` (``forget_all`` a required one).
 Written for the model that calls them: every parameter has a description and, where there is a choice, an
 enum; descriptions are plain sentences (no markup, no indentation); each tool says whether it reads, writes or
 destroys (MCP's annotations: a host asks the person before a destructive call). A refusal (bad input, unknown
-id) comes back as a tool error with vecmem's one-line message. Nothing but protocol messages goes to stdout,
+id, an argument of the wrong type) comes back as a tool error with one line naming the field ("importance: must be
+a number"), never pydantic's report; ``serverInfo.version`` is vecmem's version. Nothing but protocol messages goes to stdout,
 and stderr carries warnings only (retrieval/keyword.py quietens bm25s's line per index build). The model and the
 user's index load in the background when the server starts, so the first call does not wait for them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import threading
-from typing import Annotated, Any, Literal
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from vecmem import __version__
 from vecmem.api import MemoryApi
+from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.errors import InvalidInputError, VecmemError
 from vecmem.interfaces.server_responses import context_out
 from vecmem.maintenance.learning import chat_messages
@@ -56,7 +64,7 @@ Importance = Annotated[float, Field(json_schema_extra={"minimum": 0, "maximum": 
                                                               "the ten-point scale (7 means 0.7). 1.0 for what the "
                                                               "user stressed, 0.7 for a preference or instruction, "
                                                               "0.5 for a plain fact.")]
-Tokens = Annotated[int | None, Field(json_schema_extra={"minimum": 64}, description="The model's context window in tokens; memories get their "
+Tokens = Annotated[int | None, Field(ge=MIN_CONTEXT_TOKENS, description="The model's context window in tokens; memories get their "
                                                         "share of it (25% by default). Leave it out for the "
                                                         "server's setting.")]
 
@@ -84,7 +92,7 @@ def warm_start(bank: MemoryApi) -> threading.Thread:
 
 
 def create_server(bank: MemoryApi) -> MCPServer:
-    server = MCPServer(name="vecmem", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server(name="vecmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(annotations=_READS, description=_said("""The user's long-term memories relevant to the query,
         trimmed to their token share of context_tokens. Returns context (the text to put in your prompt, each
@@ -224,6 +232,86 @@ def create_server(bank: MemoryApi) -> MCPServer:
         return {"user_id": user_id, "session_id": session_id, "deleted": deleted}
 
     return server
+
+
+class _Server(MCPServer):
+    """The SDK's server, with its refusals in vecmem's words: the arguments' validation (pydantic's report, of
+    several lines and a link, would reach the model) and vecmem's errors become one line naming the field,
+    without the SDK's "Error executing tool NAME:" before it. A crash stays the SDK's generic line."""
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, reading stdin through ``_Lines`` (the SDK's own reader cannot be cancelled)."""
+        async with stdio_server(stdin=cast(Any, _Lines(sys.stdin.fileno()))) as (read_stream, write_stream):
+            await self._lowlevel_server.run(read_stream, write_stream,
+                                            self._lowlevel_server.create_initialization_options())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as error:
+            cause = error.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(_refusal(cause)) from cause
+            if isinstance(cause, ToolError) and isinstance(cause.__cause__, VecmemError):
+                raise ToolError(str(cause.__cause__)) from cause.__cause__
+            raise
+
+
+class _Lines:
+    """The protocol's input, line by line, read from the descriptor by a thread of its own and handed to the event
+    loop. A stop (SIGTERM, Ctrl-C: stopping.py) cancels the wait for the next line at once; the SDK's reader, an
+    anyio worker thread that cannot be cancelled, kept the server waiting until the client wrote or closed its
+    end. The thread is a daemon blocked in read(2) on the raw descriptor, holding no lock (not sys.stdin's, which
+    the interpreter's shutdown takes): the process ends without waiting for it."""
+
+    def __init__(self, descriptor: int) -> None:
+        self._descriptor = descriptor
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[bytes] = asyncio.Queue()
+
+        def read() -> None:
+            chunk = b"x"
+            while chunk:
+                try:
+                    chunk = os.read(self._descriptor, 1 << 16)
+                except OSError:
+                    chunk = b""
+                try:
+                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+                except RuntimeError:  # the loop is closed: the server has stopped
+                    return
+
+        threading.Thread(target=read, name="vecmem-mcp-stdin", daemon=True).start()
+        pending = b""
+        while chunk := await chunks.get():
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                yield line.decode("utf-8", "replace") + "\n"
+        if pending:
+            yield pending.decode("utf-8", "replace")
+
+
+_PLAIN = {"missing": "is required", "extra_forbidden": "is not a parameter of this tool"}
+
+
+def _refusal(error: ValidationError) -> str:
+    """One line for a tool's arguments that failed validation: the first field at fault and why (pydantic's
+    wording, without its input echo and link), and how many more there are."""
+    problems = error.errors(include_url=False, include_input=False)
+    if not problems:
+        return "the arguments are not valid"
+    first = problems[0]
+    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    reason = _PLAIN.get(first["type"]) or first["msg"][:1].lower() + first["msg"][1:]
+    more = len(problems) - 1
+    return f"{field}: {reason}" + (f" (and {more} more {'problems' if more > 1 else 'problem'})" if more else "")
 
 
 def _vecmem(call: Any) -> Any:

@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
+from pydantic import AfterValidator
 from starlette.exceptions import HTTPException
 
 from vecmem.api import MemoryApi
@@ -81,16 +82,23 @@ _CONTEXT = {**_READ, 422: {**_READ[422], "description": "A value the API refuses
                            "system prompt or task too long for its share of the context window (field null)."}}
 
 
-_User = Annotated[str | None, Query(
+def _identifier(value: str | None) -> str | None:
+    """A user, session or memory id in the query or the path, checked as the schema declares it
+    (IDENTIFIER_SCHEMA, validation.py's rule): every route, also one that would not read it (nothing to prune)."""
+    return None if value is None else validate_identifier("value", value)
+
+
+_Id = AfterValidator(_identifier)
+_User = Annotated[str | None, _Id, Query(
     description="The user whose memories the route reads or writes; absent: the configured user, or a per-user "
                 "key's own user. A per-user key may name only its own user.", json_schema_extra=IDENTIFIER_SCHEMA)]
-_Session = Annotated[str | None, Query(description="Only what this session sees (global memories and its own).",
-                                       json_schema_extra=IDENTIFIER_SCHEMA)]
+_Session = Annotated[str | None, _Id, Query(description="Only what this session sees (global memories and its "
+                                                        "own).", json_schema_extra=IDENTIFIER_SCHEMA)]
 _Types = Annotated[list[str] | None, Query(description="Only these kinds (repeatable).", json_schema_extra={
     "items": {"enum": ["fact", "preference", "instruction", "conclusion"]}})]
 _Statuses = Annotated[list[str] | None, Query(description="live (the default), archived, pending (repeatable).",
                                               json_schema_extra={"items": {"enum": ["live", "archived", "pending"]}})]
-_MemoryId = Annotated[str, Path(description="The memory's id.", json_schema_extra=IDENTIFIER_SCHEMA)]
+_MemoryId = Annotated[str, _Id, Path(description="The memory's id.", json_schema_extra=IDENTIFIER_SCHEMA)]
 _WithSuperseded = Annotated[bool, Query(description="Superseded memories too.")]
 _Limit = Annotated[int | None, Query(ge=1, description="At most this many (a page).")]
 _Offset = Annotated[int, Query(ge=0, description="Skip this many first (where the page starts).")]
@@ -102,10 +110,10 @@ _TOTAL: dict[int | str, dict[str, Any]] = {200: {"description": "The page of mem
     "description": "How many memories the listing holds in all (every page), whatever offset and limit say.",
     "schema": {"type": "string", "pattern": "^[0-9]+$"}}}}}
 _DryRun = Annotated[bool, Query(description="Only say what would be archived, and why.")]
-_Owner = Annotated[str, Path(description="The user whose memories are deleted, named in full: this route never "
+_Owner = Annotated[str, _Id, Path(description="The user whose memories are deleted, named in full: this route never "
                                          "falls back to a default user. A per-user key may name only its own.",
                              json_schema_extra=IDENTIFIER_SCHEMA)]
-_OneSession = Annotated[str | None, Query(description="Only the memories of this session (its scope); absent: every "
+_OneSession = Annotated[str | None, _Id, Query(description="Only the memories of this session (its scope); absent: every "
                                                       "memory of the user.", json_schema_extra=IDENTIFIER_SCHEMA)]
 
 
@@ -152,6 +160,9 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
         problems = error.errors()
         first = problems[0] if problems else {}
         where = _field_of(first)
+        refused = first.get("ctx", {}).get("error")
+        if isinstance(refused, InvalidInputError):  # vecmem's own rule (an id's): its reason, as the bank says it
+            return _error(422, f"{where}: {refused.reason}", where)
         return _error(422, f"{where}: {first.get('msg', 'malformed request')}", where)
 
     @app.exception_handler(HTTPException)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.maintenance.learning import MAX_MESSAGE_CHARS, MAX_MESSAGES
 from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS, MAX_IDENTIFIER_CHARS, MAX_TAG_CHARS, MAX_TAGS
 
@@ -219,7 +220,8 @@ class ContextRequest(_Body):
         {"type": "array", "minItems": 1, "items": {"enum": ["fact", "preference", "instruction", "conclusion"]}},
         {"type": "null"}]}), Field(description="Only memories of these kinds (at least one); null: every kind.")] = None
     context_tokens: Annotated[int | None, BeforeValidator(_whole)] = Field(
-        None, ge=1, description="The context window in tokens; null: the server's VECMEM_CONTEXT_TOKENS.")
+        None, ge=MIN_CONTEXT_TOKENS, description=f"The context window in tokens (at least {MIN_CONTEXT_TOKENS}, as "
+                                                 "VECMEM_CONTEXT_TOKENS); null: the server's VECMEM_CONTEXT_TOKENS.")
     short_term: list[ChatMessage] = Field([], max_length=MAX_MESSAGES, description=(
         "The recent turns, oldest first, verbatim (the oldest dropped first to fit their share)."))
     working_memory: str = Field("", max_length=MAX_QUERY_CHARS, description=(
