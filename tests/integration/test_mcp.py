@@ -28,7 +28,8 @@ def _check_tools_are_described(tools):
         assert hints is not None and hints.read_only_hint is not None and hints.destructive_hint is not None
     by_name = {tool.name: tool for tool in tools}
     kinds = ["fact", "preference", "instruction", "conclusion"]
-    assert by_name["remember"].input_schema["properties"]["memory_type"]["enum"] == kinds
+    memory_type = by_name["remember"].input_schema["properties"]["memory_type"]  # optional: inferred when left out
+    assert [branch.get("enum") for branch in memory_type["anyOf"] if "enum" in branch] == [kinds]
     assert by_name["recall"].annotations.read_only_hint and by_name["forget"].annotations.destructive_hint
     assert {"limit", "threshold"} <= set(by_name["recall"].input_schema["properties"])
 
