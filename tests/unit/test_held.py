@@ -18,7 +18,7 @@ WORDS = "heron crane stork ibis egret swan goose duck teal wigeon".split()
 def _stock(bank, count=300):
     rng = random.Random(3)
     for i in range(count):
-        bank.add(" ".join(rng.choices(WORDS, k=5)) + f" {i}", memory_id=f"b{i}",
+        bank.add(" ".join(rng.choices(WORDS, k=5)) + f" {i}", memory_id=f"b{i}", resolve=False,
                  memory_type=rng.choice(["fact", "preference", "instruction", "conclusion"]))
 
 

@@ -141,7 +141,7 @@ def test_held_vectors_never_pair_an_id_with_a_reused_row():
 
 def test_the_retriever_owns_its_query_embedding_threads(make_bank):
     bank = make_bank()
-    bank.add("tea in the morning")
+    bank.add("tea in the morning", resolve=False)  # resolving searches: the pool would exist already
     retriever = bank._retriever
     assert retriever._pool is None  # made on the first search that embeds a query
     bank.search("tea", 1)
