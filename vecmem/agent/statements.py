@@ -25,9 +25,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from vecmem.agent import rules
-from vecmem.agent.person import third_person
+from vecmem.agent.events import dated, event_reason
+from vecmem.agent.person import named, third_person
 from vecmem.agent.topics import facets
 from vecmem.text import drop_full_stop, has_cjk, split_sentences
 
@@ -35,7 +37,7 @@ __all__ = ["Statement", "split_sentences", "clauses", "statements", "why_not"]
 
 # where a sentence may be cut into clauses; the separator is kept to join back what does not stand alone
 _BREAK = re.compile(
-    r"(\s*[，,]\s*"
+    r"(\s*[，,]\s*|\s+[-–—]\s+"
     r"|\s+(?:and|but)\s+(?=(?:also\s+|now\s+)?(?:I|I'm|I've|I'd|I'll|my|we|our)\b)"
     r"|\s+(?:and|but)\s+(?=(?:also\s+|now\s+|still\s+)?(?:live|lives|work|works|use|uses|like|likes|love|loves|"
     r"prefer|prefers|have|has|speak|speaks|own|owns|moved|switched|started|stopped|joined|worked|lived|used|am)\b)"
@@ -143,7 +145,7 @@ def clauses(sentence: str) -> list[_Clause]:
     return found
 
 
-def _judge(clause: _Clause) -> tuple[str | None, str]:
+def _judge(clause: _Clause, now: datetime | None = None) -> tuple[str | None, str]:
     text = clause.text
     if rules.is_question(text):
         return None, "a question, not a statement to remember"
@@ -152,6 +154,8 @@ def _judge(clause: _Clause) -> tuple[str | None, str]:
     if clause.elided:  # judged with the subject it left out: "在阿里云工作" is "我在阿里云工作"
         text = ("我" if has_cjk(text[:1]) else "I ") + text
     found = rules.classify(text)
+    if found.memory_type is None and found.reason == rules.NO_CUE and (event := event_reason(text, now)):
+        return "fact", event  # "went to a support group yesterday": what happened is a fact about its speaker
     if (found.memory_type is not None and rules.information_units(clause.text) < rules.MIN_INFORMATION
             and not rules.is_identity(text)):  # "I'm a nurse" is a fact, as "我是护士" is
         return None, f"too little information ({found.reason}, fewer than {rules.MIN_INFORMATION} content units)"
@@ -162,29 +166,36 @@ def _slot_keys(content: str) -> set[tuple[str, str]]:
     return {(facet.slot, facet.holder) for facet in facets(content)}
 
 
-def _judged(message: str) -> Iterator[tuple[_Clause, str, str | None, str]]:
+def _judged(message: str, now: datetime | None = None) -> Iterator[tuple[_Clause, str, str | None, str]]:
     """(clause, the sentence's remember-opening, type or None, reason) for every clause of the message."""
     for sentence in split_sentences(message) or [message]:
         opening = rules.REMEMBER_PREFIX.match(sentence)
         body = sentence[opening.end():] if opening else sentence
         for clause in clauses(body or sentence):
-            yield (clause, opening.group(0) if opening else "", *_judge(clause))
+            yield (clause, opening.group(0) if opening else "", *_judge(clause, now))
 
 
-def why_not(message: str) -> str:
+def why_not(message: str, now: datetime | None = None) -> str:
     """Why no clause of the message is worth keeping (the first clause's reason)."""
-    reasons = [reason for _clause, _opening, _type, reason in _judged(message)]
-    return reasons[0] if reasons else "no fact, preference, instruction or conclusion cue"
+    reasons = [reason for _clause, _opening, _type, reason in _judged(message, now)]
+    return reasons[0] if reasons else rules.NO_CUE
 
 
-def statements(message: str) -> list[Statement]:
-    """The statements worth keeping from one user message, one per fact (see the module docstring)."""
+def statements(message: str, *, speaker: str | None = None, now: datetime | None = None) -> list[Statement]:
+    """The statements worth keeping from one user message, one per fact (see the module docstring): about
+    ``speaker`` by name when given (else "the user"), a relative date read against ``now`` (``events.dated``)."""
     found: list[Statement] = []
     keys: list[set[tuple[str, str]]] = []
-    for clause, opening_text, memory_type, reason in _judged(message):
+    for clause, opening_text, memory_type, reason in _judged(message, now):
         if memory_type is None:
             continue
         content = third_person(clause.text, memory_type, elided=clause.elided)
+        if memory_type in ("fact", "conclusion"):  # what happened, not a standing choice ("以后都用 pnpm")
+            content = dated(content, now)
+        if speaker is not None:
+            content = named(content, speaker)
+        if memory_type == "fact" and (speaker is not None or reason.startswith("an event")):
+            content = _attributed(content, speaker)
         said = opening_text + clause.text
         statement = Statement(content, memory_type, rules.is_emphatic(said), rules.is_task_context(said),
                               clause.text, reason)
@@ -212,3 +223,12 @@ def _joined(first: Statement, second: Statement) -> Statement:
 
 def _lower_first(text: str) -> str:
     return text[0].lower() + text[1:] if text.startswith("The user") else text
+
+
+def _attributed(content: str, speaker: str | None) -> str:
+    """A fact that does not say whose it is ("Had an audition on 7 May 2023", its subject left out) with its
+    speaker in front: in a conversation between people, a fact without its person answers no question."""
+    subject = speaker or ("用户" if has_cjk(content) else "The user")
+    if subject.casefold() in content.casefold() or "the user" in content.casefold() or "用户" in content:
+        return content
+    return f"{subject}：{content}" if has_cjk(content) else f"{subject}: {content}"
