@@ -120,3 +120,17 @@ def test_the_model_is_told_the_day_and_the_speaker_and_asked_for_events(make_ban
     assert [r.content for r in result.written] == ["Caroline went to a LGBTQ support group on 7 May 2023"]
     assert "Events are facts" in seen[0] and "Said on: Monday, 2023-05-08" in seen[0]
     assert "Speaker: Caroline" in seen[0] and "Caroline: I went to a LGBTQ" in seen[0]
+
+
+def test_the_http_api_takes_a_speaker_and_a_time(bank):
+    from fastapi.testclient import TestClient
+
+    from vecmem.interfaces.server import create_app
+
+    client = TestClient(create_app(bank), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
+                        headers={"X-Vecmem-Request": "1"})
+    response = client.post("/messages", params={"user": "locomo"}, json={"messages": [
+        {"role": "user", "content": "I went to a support group yesterday.", "speaker": "Caroline",
+         "time": "2023-05-08T13:56:00Z"}]})
+    assert response.status_code == 200, response.text
+    assert [m["content"] for m in response.json()["written"]] == ["Caroline went to a support group on 7 May 2023."]
