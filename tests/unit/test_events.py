@@ -134,3 +134,11 @@ def test_the_http_api_takes_a_speaker_and_a_time(bank):
          "time": "2023-05-08T13:56:00Z"}]})
     assert response.status_code == 200, response.text
     assert [m["content"] for m in response.json()["written"]] == ["Caroline went to a support group on 7 May 2023."]
+
+
+def test_between_people_a_remark_or_a_directive_to_the_other_one_is_no_memory():
+    for remark in ("Don't quit, you've got this!", "I definitely will!", "Let's cherish the lessons he taught.",
+                   "You've put a lot of work into this.", "It was a really peaceful experience."):
+        assert statements(remark, speaker="Gina", now=SAID) == [], remark
+    # in a chat with the user alone, a directive is an instruction to the assistant, as before
+    assert [s.memory_type for s in statements("Don't use emojis in your answers.", now=SAID)] == ["instruction"]

@@ -38,7 +38,9 @@ _FEELINGS = ("excit|interest|tir|bor|worri|scar|amaz|surpris|stress|bless|pleas|
              "relax|exhaust|confus|disappoint|annoy|frustrat|need|se|fe|bl|blessed|determin|attach|obsess|talent|"
              "committ|dedicat|devot|gift|experienc|skill|advanc|qualifi|marri(?= to)")
 _EN_PAST = rf"(?:{_IRREGULAR_PAST}|(?!(?:{_FEELINGS})ed\b)[a-z]{{2,}}ed)"
-_EN_SUBJECT = r"(?:i|we|my \w+|our \w+|he|she|they|(?-i:[A-Z][a-z]+))"
+# the speaker or someone they tell of by name; not "you" (the listener) nor "it", "that" (a thing, a remark)
+_EN_SUBJECT = r"(?:i|we|my \w+|our \w+|he|she|they|(?-i:(?!(?:You|It|That|This|There|These|Those|What|Here|" \
+              r"Which|Who|How|Why)\b)[A-Z][a-z]+))"
 _EN_AUXILIARY = r"(?:(?:'ve|\s+have|\s+had|'d)\s+)?"
 _EN_ADVERB = r"(?:(?:just|also|finally|even|recently|actually|really|already|once|then|both|all)\s+)*"
 _EN_SUBJECT_PAST = re.compile(rf"(?:^|\b{_EN_SUBJECT}){_EN_AUXILIARY}\s*{_EN_ADVERB}(?:{_EN_PAST})\b",

@@ -74,6 +74,11 @@ _DIRECTIVE_START = re.compile(r"^(?:以后|今后|从现在|往后|每次|总是
 _PRONOUN_OBJECT = re.compile(r"^\w+\s+(?:it|that|this|them|those)\W*$", re.IGNORECASE)
 
 
+# content units a statement of a conversation between people needs (``rules.information_units``): their replies
+# to each other are full of short first-person remarks that a question will never ask about
+CONVERSATION_INFORMATION = 3
+
+
 @dataclass(frozen=True)
 class Statement:
     """One memory the rules would write: third-person content, type, emphasis, scope, and the user's words."""
@@ -189,6 +194,10 @@ def statements(message: str, *, speaker: str | None = None, now: datetime | None
     for clause, opening_text, memory_type, reason in _judged(message, now):
         if memory_type is None:
             continue
+        if speaker is not None and memory_type == "instruction" and not rules.has_first_person(clause.text):
+            continue  # between people, "don't quit!" is said to the other one: no instruction to the assistant
+        if speaker is not None and rules.information_units(clause.text) < CONVERSATION_INFORMATION:
+            continue  # "I definitely will!", "Plus my full support": a reply in a talk, no fact about anyone
         content = third_person(clause.text, memory_type, elided=clause.elided)
         if memory_type in ("fact", "conclusion"):  # what happened, not a standing choice ("以后都用 pnpm")
             content = dated(content, now)
