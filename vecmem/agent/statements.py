@@ -48,7 +48,8 @@ _LEADING = re.compile(r"^(?:from now on|going forward|in (?:the )?future|by defa
                       r"说实话|老实说|平时|一般来说)$", re.IGNORECASE)
 # a phrase that leads into the clause after it: "As a frontend developer, I prefer TypeScript"
 _PHRASE = re.compile(r"^(?:as|for|in|at|on|with|after|before|since|during|when|while|because|if|like|being)\s|"
-                     r"^(?:作为|身为|因为|由于|对于|关于|为了|如果|虽然)", re.IGNORECASE)
+                     r"^(?:作为|身为|因为|由于|对于|关于|为了|如果|虽然)|^在\S{1,12}(?:上|里|中|时|时候|后|之后|前|期间)$",
+                     re.IGNORECASE)
 _GREETING = re.compile(r"^(?:hi|hey|hello|yo|dear|嗨|你好|您好|哈喽|早上好|晚上好)\b|^(?:嗨|你好|您好|哈喽)", re.IGNORECASE)
 # openings that carry nothing ("actually" and 其实 stay: they mark a correction, a change cue)
 _OPENERS = re.compile(r"^(?:(?:and|but|so|also|oh|well|anyway|btw|by the way)[,\s]+)+|"
