@@ -142,3 +142,11 @@ def test_between_people_a_remark_or_a_directive_to_the_other_one_is_no_memory():
         assert statements(remark, speaker="Gina", now=SAID) == [], remark
     # in a chat with the user alone, a directive is an instruction to the assistant, as before
     assert [s.memory_type for s in statements("Don't use emojis in your answers.", now=SAID)] == ["instruction"]
+
+
+def test_a_named_speakers_message_is_one_memory_and_still_holds_every_fact():
+    found = statements("My family's been great, they really helped me through tough times. We went camping in the "
+                       "forest last week.", speaker="Melanie", now=SAID)
+    assert [(s.content, s.memory_type) for s in found] == [(
+        "Melanie's family's been great, they really helped Melanie through tough times. Melanie and others went "
+        "camping in the forest in the week of 1 May 2023.", "fact")]

@@ -14,7 +14,8 @@
    "I'm a nurse", is information enough: ``rules.is_identity``); the rest keeps its type.
 4. **Third person**, every pronoun of the clause (``person.py``): "我住在杭州" -> "用户住在杭州", "I work at
    Alibaba Cloud" -> "The user works at Alibaba Cloud."
-5. **One memory per fact**: clauses about different slots (``topics.py``) are separate memories, so "I'm Li Wei,
+5. **One memory per fact** (one per message when it names its speaker, a conversation between people:
+   ``_as_one``): clauses about different slots (``topics.py``) are separate memories, so "I'm Li Wei,
    I work at Alibaba Cloud and I live in Hangzhou" gives name, employer and city; clauses of one message about
    the same slot are one fact and are joined: "我不用 Windows，我用 macOS 和 zsh" -> "用户不用 Windows，用户用
    macOS 和 zsh" (so a message never replaces a part of itself).
@@ -217,7 +218,18 @@ def statements(message: str, *, speaker: str | None = None, now: datetime | None
             continue
         found[earlier] = _joined(found[earlier], statement)
         keys[earlier] |= slots
-    return found
+    return _as_one(found) if speaker is not None and len(found) > 1 else found
+
+
+def _as_one(found: list[Statement]) -> list[Statement]:
+    """A named speaker's message as one memory: in a conversation between people a question asks about one
+    moment of it, and one memory per message keeps the top k from being a few messages cut into pieces."""
+    kinds = [s.memory_type for s in found]
+    memory_type = max(kinds, key=kinds.count)  # the most of its clauses say; the first of a tie
+    content = " ".join(s.content if s.content[-1:] in ".!?。！？" else s.content + ("。" if has_cjk(s.content) else ".")
+                       for s in found)
+    return [Statement(content, memory_type, any(s.emphatic for s in found), all(s.session_scoped for s in found),
+                      " ".join(s.said for s in found), found[0].reason)]
 
 
 def _joined(first: Statement, second: Statement) -> Statement:
