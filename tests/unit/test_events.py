@@ -150,3 +150,10 @@ def test_a_named_speakers_message_is_one_memory_and_still_holds_every_fact():
     assert [(s.content, s.memory_type) for s in found] == [(
         "Melanie's family's been great, they really helped Melanie through tough times. Melanie and others went "
         "camping in the forest in the week of 1 May 2023.", "fact")]
+
+
+def test_the_gate_and_extraction_agree_on_a_named_speakers_remark(bank):
+    """A remark extraction leaves out between people is dropped by the gate too, not stored whole instead."""
+    assert not WriteGate().judge("I definitely will!", speaker="Jon", now=SAID).keep
+    result = bank.add_messages([{"role": "user", "content": "I definitely will!", "speaker": "Jon"}], user_id="x")
+    assert result.written == () and len(result.skipped) == 1

@@ -59,15 +59,16 @@ class WriteGate:
         problem = rules.content_problem(text, min_chars=self.min_chars, is_statement=_states_something)
         return None if problem is None else GateDecision(text, False, "rules", problem)
 
-    def judge(self, text: str, *, now: datetime | None = None) -> GateDecision:
+    def judge(self, text: str, *, speaker: str | None = None, now: datetime | None = None) -> GateDecision:
         """Rules first, then the model or the lexicons. Model failures raise LLMError/ExtractionError. (The
         memory agent asks a model for the decision and the extraction in one call instead: extract.py.)
-        ``now``: when the message was said, what an event's date is read against (events.py)."""
+        ``speaker`` and ``now``: who said the message and when, as extraction is told (statements.py), so the two
+        never disagree."""
         screened = self.screen(text)
         if screened is not None:
             return screened
         if self.model is None:  # the clauses extraction would keep: the gate and extraction never disagree
-            found = statements(text, now=now)
+            found = statements(text, speaker=speaker, now=now)
             if not found:
                 return GateDecision(text, False, "lexicon", why_not(text, now))
             more = f" (+{len(found) - 1} more statement{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""

@@ -65,7 +65,7 @@ def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolv
     extracts (``Extractor.decide``) for what passes the gate's rules. ``speaker``: who said it (None: the user);
     ``now``: when (None: now), what its "yesterday" is read against."""
     if extractor.model is None:
-        decision = gate.judge(message, now=now)
+        decision = gate.judge(message, speaker=speaker, now=now)
         if not decision.keep:
             return MessageWrite(decision)
         related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
