@@ -10,7 +10,8 @@ top k memories. Next to it: how many memories were stored and their tokens (tikt
 the long-term section's text) against the transcript's.
 
 * LoCoMo: each conversation is its own user; each session is one ``add_messages`` call (both speakers' turns
-  are user messages: the questions ask about both), dated by the session, ids ``D1:3``; the photo captions the
+  are user messages: the questions ask about both, so each names its ``speaker``), dated by the session (each
+  message's ``time``: what "yesterday" in it is read against), ids ``D1:3``; the photo captions the
   per-turn protocol appends are not fed (the agent reads what was said). Memories are global: the questions
   are asked outside any session.
 * MADial-Bench: each user's memories are what that user told the assistant: each event, in the first person
@@ -78,7 +79,8 @@ def locomo_feeds(path: Path, parse_time: Callable[[str], datetime]) -> list[Conv
         body = conversation["conversation"]
         sessions = sorted((k for k in body if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
         feeds = [Feed(parse_time(body[f"{session}_date_time"]),
-                      [{"role": "user", "content": turn["text"], "id": turn["dia_id"]} for turn in body[session]
+                      [{"role": "user", "content": turn["text"], "id": turn["dia_id"], "speaker": turn["speaker"],
+                        "time": parse_time(body[f"{session}_date_time"]).isoformat()} for turn in body[session]
                        if str(turn.get("text", "")).strip()])
                  for session in sessions]
         conversations.append(Conversation(conversation["sample_id"], [feed for feed in feeds if feed.messages]))

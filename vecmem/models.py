@@ -23,8 +23,10 @@ from vecmem.validation import (
     check_choice,
     check_context,
     check_message_id,
+    check_speaker,
     check_tags,
     check_text,
+    check_time,
     check_unit_interval,
     normalize_importance,
     parse_timestamp,
@@ -319,11 +321,15 @@ class Hit:
 @dataclass(frozen=True)
 class Turn:
     """One message of a conversation; ``id``, when the caller gives one, is what a memory learnt from it names as
-    its provenance (``MemoryBank.add_messages``)."""
+    its provenance (``MemoryBank.add_messages``). ``speaker``: who said it, when a conversation has several people
+    in it (what is learnt from it is about them by name, not about "the user"); ``time``: when it was said, the
+    day its "yesterday" and "last week" are read from (else the time it is learnt)."""
 
     role: str
     content: str
     id: str | None = None
+    speaker: str | None = None
+    time: datetime | None = None
 
     def __post_init__(self) -> None:
         check_choice("role", self.role, ("user", "assistant", "system"))
@@ -331,6 +337,10 @@ class Turn:
             raise InvalidInputError("content", f"must be a string, got {type(self.content).__name__}")
         if self.id is not None:
             object.__setattr__(self, "id", check_message_id("id", self.id))
+        if self.speaker is not None:
+            object.__setattr__(self, "speaker", check_speaker("speaker", self.speaker))
+        if self.time is not None:
+            object.__setattr__(self, "time", check_time("time", self.time))
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,16 @@ __all__ = [
     "MAX_TAGS",
     "MAX_TAG_CHARS",
     "NEW_ID_RULE",
+    "MAX_SPEAKER_CHARS",
     "check_choice",
     "check_message_id",
     "check_context",
     "check_query",
     "check_type_names",
     "check_tags",
+    "check_speaker",
     "check_text",
+    "check_time",
     "check_unicode",
     "check_unit_interval",
     "normalize_importance",
@@ -103,6 +106,25 @@ def check_message_id(field_name: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(field_name, f"must be a string or an integer, got {type(value).__name__}")
     return validate_identifier(field_name, value)
+
+
+MAX_SPEAKER_CHARS = 100
+
+
+def check_speaker(field_name: str, value: object) -> str:
+    """Who said a message ("Caroline", "李伟"): a name on one line; it becomes the subject of what is learnt."""
+    text = check_text(field_name, value, max_chars=MAX_SPEAKER_CHARS)
+    if any(ch in "\t\r\n" for ch in text):
+        raise InvalidInputError(field_name, "must be a single line")
+    return text
+
+
+def check_time(field_name: str, value: object) -> datetime:
+    """When a message was said, as ``parse_timestamp`` reads it, but an aware time keeps its own zone: its
+    calendar is the one its "yesterday" is read in."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    return parse_timestamp(field_name, value)
 
 
 def validate_new_id(value: object) -> str:

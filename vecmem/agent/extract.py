@@ -10,7 +10,8 @@ preferences about the user, the session for the context of the task at hand ("�
   the write side of a turn, ``decide``) and the memories, each with its own decision (ADD / UPDATE alias /
   NONE alias), which this module maps back to memory ids. A reply that fails validation raises
   ``ExtractionError``.
-* Without: ``statements.py`` takes each clause of the user's message that states something (never a question
+* Without: ``statements.py`` takes each clause (an event someone narrates among them, its date resolved:
+  events.py) of the user's message that states something (never a question
   or a one-off request), rewrites it whole in the third person ("我住在杭州" -> "用户住在杭州", "I work at
   Alibaba Cloud" -> "The user works at Alibaba Cloud."), one memory per fact, tagged with the topic it names
   (``topics.keyword_tags``: "typescript", "前端", "hangzhou"), and leaves the decision to ``conflict.py``.
@@ -21,11 +22,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from vecmem.agent import rules
 from vecmem.agent.gate import GateDecision
 from vecmem.agent.llm import ChatModel, parse_json_object
-from vecmem.agent.person import third_person
+from vecmem.agent.person import named, third_person
 from vecmem.agent.schemas import WriteReply, validate_reply
 from vecmem.agent.statements import Statement, statements
 from vecmem.errors import ExtractionError, LLMError
@@ -52,6 +54,10 @@ For each item decide against the existing memories (shown as [alias] (type) text
 - "ADD": new information; "target": null.
 - "UPDATE": it replaces or contradicts existing memory "target" (same topic, newer statement wins).
 - "NONE": existing memory "target" already says it.
+Events are facts: what the speaker did or what happened to them (went to a support group, adopted a puppy,
+我昨天去了医院), each as one short sentence naming the speaker (the "Speaker" line: "the user" in a normal chat,
+else their name) and the day it happened, resolved from the "Said on" date ("yesterday" said on 2023-05-08 is
+"on 7 May 2023"; 上周 is the week before that date): never "yesterday" or "last week" in a memory.
 Questions, requests for help, small talk, greetings and acknowledgements are not memories: then "keep" is false,
 "memories" is [] and "reason" says why in a few words; otherwise "keep" is true and "reason" says what it holds.
 Reply with one JSON object only, matching this schema:
@@ -89,12 +95,16 @@ class Extractor:
         assistant_reply: str | None,
         decision: GateDecision,
         existing: Sequence[MemoryRecord],
+        *,
+        speaker: str | None = None,
+        now: datetime | None = None,
     ) -> list[Candidate]:
-        """Candidates from one exchange whose user message passed the gate (``decision.keep``)."""
+        """Candidates from one exchange whose user message passed the gate (``decision.keep``), said by
+        ``speaker`` (None: the user) at ``now`` (None: now)."""
         if self.model is None:
-            found = self._by_rules(user_message, decision)
+            found = self._by_rules(user_message, decision, speaker, now)
         else:
-            found = self._by_model(user_message, assistant_reply, existing)
+            found = self._by_model(user_message, assistant_reply, existing, speaker, now)
         if rules.looks_like_injection(user_message):
             return [_defused(candidate) for candidate in found]
         return found
@@ -102,21 +112,23 @@ class Extractor:
     # ------------------------------------------------------------------------------------------ rules
 
     @staticmethod
-    def _by_rules(message: str, decision: GateDecision) -> list[Candidate]:
-        found = [_rule_candidate(statement) for statement in statements(message)]
+    def _by_rules(message: str, decision: GateDecision, speaker: str | None = None,
+                  now: datetime | None = None) -> list[Candidate]:
+        found = [_rule_candidate(statement) for statement in statements(message, speaker=speaker, now=now)]
         if not found and decision.memory_type is not None:  # kept by a judge other than these rules
             content = third_person(message, decision.memory_type)
+            content = content if speaker is None else named(content, speaker)
             found.append(_rule_candidate(Statement(content, decision.memory_type, rules.is_emphatic(message),
                                                    rules.is_task_context(message), message, decision.reason)))
         return found
 
     # ------------------------------------------------------------------------------------------ model
 
-    def decide(self, message: str, reply: str | None, existing: Sequence[MemoryRecord]) -> tuple[GateDecision,
-                                                                                              list[Candidate]]:
+    def decide(self, message: str, reply: str | None, existing: Sequence[MemoryRecord], *,
+               speaker: str | None = None, now: datetime | None = None) -> tuple[GateDecision, list[Candidate]]:
         """With a model: the gate's judgement and the extraction of a message that passed the gate's rules, in
         one call. A message it does not keep has no candidates."""
-        reply_data = self._ask(message, reply, existing)
+        reply_data = self._ask(message, reply, existing, speaker, now)
         kept = bool(reply_data.memories) if reply_data.keep is None else reply_data.keep and bool(reply_data.memories)
         count = len(reply_data.memories)
         reason = reply_data.reason or (f"the model extracted {count} statement{'s' if count != 1 else ''}" if kept
@@ -127,22 +139,28 @@ class Extractor:
         found = self._candidates(reply_data, message, existing)
         return decision, [_defused(c) for c in found] if rules.looks_like_injection(message) else found
 
-    def _ask(self, message: str, reply: str | None, existing: Sequence[MemoryRecord]) -> WriteReply:
+    def _ask(self, message: str, reply: str | None, existing: Sequence[MemoryRecord], speaker: str | None = None,
+             now: datetime | None = None) -> WriteReply:
         if self.model is None:  # callers take this path only with a model; say so plainly if one ever does not
             raise LLMError("extraction by a model was asked for, but no chat model is configured")
         shown = "\n".join(f"[{alias}] ({record.type}) {record.content}" for alias, record in enumerate(existing))
-        exchange = f"User: {message}" + (f"\nAssistant: {reply}" if reply else "")
+        said = now or datetime.now(UTC)
+        # the model resolves "yesterday" against this day and names the speaker: neither is in the message itself
+        header = f"Said on: {said:%A, %Y-%m-%d}\nSpeaker: {speaker or 'the user'}\n"
+        exchange = f"{speaker or 'User'}: {message}" + (f"\nAssistant: {reply}" if reply else "")
         prompt = [
             {"role": "system", "content": EXTRACT_PROMPT + json.dumps(WriteReply.model_json_schema())},
-            {"role": "user", "content": f"Existing memories:\n{shown or '(none)'}\n\nExchange:\n{exchange}"},
+            {"role": "user", "content": f"Existing memories:\n{shown or '(none)'}\n\n{header}Exchange:\n"
+                                        f"{exchange}"},
         ]
         answer = self.model.complete(prompt, max_tokens=800)
         return validate_reply(WriteReply, parse_json_object(answer, what="extraction"), what="extraction")
 
     def _by_model(
-        self, message: str, reply: str | None, existing: Sequence[MemoryRecord]
+        self, message: str, reply: str | None, existing: Sequence[MemoryRecord], speaker: str | None = None,
+        now: datetime | None = None,
     ) -> list[Candidate]:
-        return self._candidates(self._ask(message, reply, existing), message, existing)
+        return self._candidates(self._ask(message, reply, existing, speaker, now), message, existing)
 
     @staticmethod
     def _candidates(parsed: WriteReply, message: str, existing: Sequence[MemoryRecord]) -> list[Candidate]:

@@ -3,7 +3,8 @@
 Stage 1, rules (always): pure filler (你好, 谢谢, 嗯嗯, 好的, ok, thanks, lol, ...), only punctuation and emoji,
 or fewer than ``min_chars`` characters without a statement holding information (length counts information:
 "我住在杭州" is five characters and kept, "我是猫" is not; ``rules.content_problem``): dropped. Stage 2,
-judgement of what passes: does it hold a fact, a preference, an instruction or a conclusion? The chat model
+judgement of what passes: does it hold a fact (an event someone narrates among them: "I went to a support group
+yesterday", events.py), a preference, an instruction or a conclusion? The chat model
 decides when one is configured, in the same call as the extraction (``Extractor.decide``: one model call for
 the write side of a turn); otherwise the clauses that ``statements.py`` would extract do (questions and one-off
 requests are never kept), with the Chinese and English cue lexicons of ``vecmem.rules``. Every decision carries
@@ -13,6 +14,7 @@ its stage and reason; the agent logs them so they can be inspected (``/log`` in 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from vecmem.agent import rules
 from vecmem.agent.llm import ChatModel, parse_json_object
@@ -23,7 +25,8 @@ __all__ = ["GateDecision", "WriteGate"]
 
 GATE_PROMPT = """You are the write gate of an assistant's long-term memory.
 Decide whether the user's message holds something worth remembering beyond this conversation:
-- fact: about the user, their work, projects, environment or situation;
+- fact: about the user, their work, projects, environment or situation, and events they tell (what they did,
+  went to, bought, adopted; yesterday, last week, in 2021);
 - preference: what the user likes, dislikes or chooses (tools, languages, styles);
 - instruction: how the assistant should behave from now on;
 - conclusion: something the user and assistant established or decided.
@@ -56,16 +59,18 @@ class WriteGate:
         problem = rules.content_problem(text, min_chars=self.min_chars, is_statement=_states_something)
         return None if problem is None else GateDecision(text, False, "rules", problem)
 
-    def judge(self, text: str) -> GateDecision:
+    def judge(self, text: str, *, speaker: str | None = None, now: datetime | None = None) -> GateDecision:
         """Rules first, then the model or the lexicons. Model failures raise LLMError/ExtractionError. (The
-        memory agent asks a model for the decision and the extraction in one call instead: extract.py.)"""
+        memory agent asks a model for the decision and the extraction in one call instead: extract.py.)
+        ``speaker`` and ``now``: who said the message and when, as extraction is told (statements.py), so the two
+        never disagree."""
         screened = self.screen(text)
         if screened is not None:
             return screened
         if self.model is None:  # the clauses extraction would keep: the gate and extraction never disagree
-            found = statements(text)
+            found = statements(text, speaker=speaker, now=now)
             if not found:
-                return GateDecision(text, False, "lexicon", why_not(text))
+                return GateDecision(text, False, "lexicon", why_not(text, now))
             more = f" (+{len(found) - 1} more statement{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
             return GateDecision(text, True, "lexicon", found[0].reason + more, found[0].memory_type)
         reply = self.model.complete(

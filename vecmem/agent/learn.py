@@ -12,6 +12,10 @@ beside it, as the answer is in the chat, and is never a memory itself; system me
 the user's, and are left out. What a model relays is untrusted: extracted memories are stored with
 ``source="extracted"``, so the bank's intake (maintenance/intake.py) screens them as it screens every path.
 
+A message may say who said it (``speaker``: what is learnt is about them by name, "Caroline went to a support
+group on 7 May 2023", not about "the user") and when (``time``: the day its "yesterday" is read from; without it,
+the time it is learnt).
+
 Each memory written records its provenance: the session given (None without one) and the message's id (the
 ``id`` the caller gave it, else its position in the list).
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from vecmem.agent.conflict import ConflictResolver, Resolution, Written
 from vecmem.agent.extract import Extractor
@@ -53,22 +58,26 @@ class MessageWrite:
 
 def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolver: ConflictResolver,
                   message: str, reply: str | None, *, user_id: str, session_id: str | None,
-                  provenance: Provenance | None = None) -> MessageWrite:
+                  provenance: Provenance | None = None, speaker: str | None = None,
+                  now: datetime | None = None) -> MessageWrite:
     """Gate, extract and resolve one user message: the chat turn's write step, without its session log; what it
     writes records ``provenance`` (the conversation and the message). With a model, one call decides and
-    extracts (``Extractor.decide``) for what passes the gate's rules."""
+    extracts (``Extractor.decide``) for what passes the gate's rules. ``speaker``: who said it (None: the user);
+    ``now``: when (None: now), what its "yesterday" is read against."""
     if extractor.model is None:
-        decision = gate.judge(message)
+        decision = gate.judge(message, speaker=speaker, now=now)
         if not decision.keep:
             return MessageWrite(decision)
         related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
-        candidates = extractor.extract(message, reply, decision, [hit.record for hit in related])
+        candidates = extractor.extract(message, reply, decision, [hit.record for hit in related], speaker=speaker,
+                                       now=now)
     else:
         screened = gate.screen(message)
         if screened is not None:
             return MessageWrite(screened)
         related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
-        decision, candidates = extractor.decide(message, reply, [hit.record for hit in related])
+        decision, candidates = extractor.decide(message, reply, [hit.record for hit in related], speaker=speaker,
+                                                now=now)
         if not decision.keep:
             return MessageWrite(decision)
     steps = []
@@ -114,7 +123,8 @@ class Learner:
                 continue
             source = Provenance(session_id, (message.id if message.id is not None else str(index),))
             write = write_message(bank, gate, extractor, resolver, message.content, _reply_to(messages, index),
-                                  user_id=user_id, session_id=session_id, provenance=source)
+                                  user_id=user_id, session_id=session_id, provenance=source,
+                                  speaker=message.speaker, now=message.time)
             decision = write.decision
             if not decision.keep:
                 skipped.append(SkippedMessage(index, message.content, decision.stage, decision.reason))

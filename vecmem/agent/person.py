@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 
-from vecmem.text import CJK_RUN, drop_full_stop
+from vecmem.text import CJK_RUN, drop_full_stop, has_cjk
 
-__all__ = ["third_person"]
+__all__ = ["named", "third_person"]
 
 _CJK_CHAR = re.compile(CJK_RUN.pattern.rstrip("+"))
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
@@ -199,3 +199,12 @@ def third_person(clause: str, memory_type: str, *, elided: bool = False) -> str:
     if len(_CJK_CHAR.findall(clause)) >= len(_LATIN_WORD.findall(clause)):  # the language most of it is in
         return _chinese(clause, memory_type)
     return _english(clause, memory_type, elided)
+
+
+def named(content: str, speaker: str) -> str:
+    """A third-person statement about ``speaker`` by name rather than "the user": in a conversation between
+    people ("Caroline", "Melanie") each says things about themselves, and a question asks about them by name."""
+    if has_cjk(content):
+        return content.replace("用户", speaker)
+    content = re.sub(r"\bthe user's\b", f"{speaker}'s", content, flags=re.IGNORECASE)
+    return re.sub(r"\bthe user\b", speaker, content, flags=re.IGNORECASE)

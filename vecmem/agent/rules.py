@@ -42,6 +42,7 @@ from vecmem.maintenance.intake import looks_like_injection
 __all__ = [
     "Classification",
     "MIN_INFORMATION",
+    "NO_CUE",
     "classify",
     "content_problem",
     "information_units",
@@ -296,6 +297,9 @@ _PAST = _any(
 )
 
 
+NO_CUE = "no fact, preference, instruction or conclusion cue"
+
+
 @dataclass(frozen=True)
 class Classification:
     """What the rules make of a statement: a memory type (or None) and why."""
@@ -343,7 +347,7 @@ def classify(text: str) -> Classification:
         return Classification("instruction", f"instruction cue '{instruction.group(0)}'")
     if match := _FACT.search(stripped):
         return Classification("fact", f"first-person fact cue '{match.group(0)}'")
-    return Classification(None, "no fact, preference, instruction or conclusion cue")
+    return Classification(None, NO_CUE)
 
 
 def is_emphatic(text: str) -> bool:

@@ -14,7 +14,8 @@
    "I'm a nurse", is information enough: ``rules.is_identity``); the rest keeps its type.
 4. **Third person**, every pronoun of the clause (``person.py``): "我住在杭州" -> "用户住在杭州", "I work at
    Alibaba Cloud" -> "The user works at Alibaba Cloud."
-5. **One memory per fact**: clauses about different slots (``topics.py``) are separate memories, so "I'm Li Wei,
+5. **One memory per fact** (one per message when it names its speaker, a conversation between people:
+   ``_as_one``): clauses about different slots (``topics.py``) are separate memories, so "I'm Li Wei,
    I work at Alibaba Cloud and I live in Hangzhou" gives name, employer and city; clauses of one message about
    the same slot are one fact and are joined: "我不用 Windows，我用 macOS 和 zsh" -> "用户不用 Windows，用户用
    macOS 和 zsh" (so a message never replaces a part of itself).
@@ -25,9 +26,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from vecmem.agent import rules
-from vecmem.agent.person import third_person
+from vecmem.agent.events import dated, event_reason
+from vecmem.agent.person import named, third_person
 from vecmem.agent.topics import facets
 from vecmem.text import drop_full_stop, has_cjk, split_sentences
 
@@ -35,7 +38,7 @@ __all__ = ["Statement", "split_sentences", "clauses", "statements", "why_not"]
 
 # where a sentence may be cut into clauses; the separator is kept to join back what does not stand alone
 _BREAK = re.compile(
-    r"(\s*[，,]\s*"
+    r"(\s*[，,]\s*|\s+[-–—]\s+"
     r"|\s+(?:and|but)\s+(?=(?:also\s+|now\s+)?(?:I|I'm|I've|I'd|I'll|my|we|our)\b)"
     r"|\s+(?:and|but)\s+(?=(?:also\s+|now\s+|still\s+)?(?:live|lives|work|works|use|uses|like|likes|love|loves|"
     r"prefer|prefers|have|has|speak|speaks|own|owns|moved|switched|started|stopped|joined|worked|lived|used|am)\b)"
@@ -46,7 +49,8 @@ _LEADING = re.compile(r"^(?:from now on|going forward|in (?:the )?future|by defa
                       r"说实话|老实说|平时|一般来说)$", re.IGNORECASE)
 # a phrase that leads into the clause after it: "As a frontend developer, I prefer TypeScript"
 _PHRASE = re.compile(r"^(?:as|for|in|at|on|with|after|before|since|during|when|while|because|if|like|being)\s|"
-                     r"^(?:作为|身为|因为|由于|对于|关于|为了|如果|虽然)", re.IGNORECASE)
+                     r"^(?:作为|身为|因为|由于|对于|关于|为了|如果|虽然)|^在\S{1,12}(?:上|里|中|时|时候|后|之后|前|期间)$",
+                     re.IGNORECASE)
 _GREETING = re.compile(r"^(?:hi|hey|hello|yo|dear|嗨|你好|您好|哈喽|早上好|晚上好)\b|^(?:嗨|你好|您好|哈喽)", re.IGNORECASE)
 # openings that carry nothing ("actually" and 其实 stay: they mark a correction, a change cue)
 _OPENERS = re.compile(r"^(?:(?:and|but|so|also|oh|well|anyway|btw|by the way)[,\s]+)+|"
@@ -70,6 +74,11 @@ _PAST_START = re.compile(r"^(?:(?:also|now|just|recently|finally)\s+)*(?:moved|s
 _DIRECTIVE_START = re.compile(r"^(?:以后|今后|从现在|往后|每次|总是|请|不要|别|务必|一定要|please\b|always\b|never\b|"
                               r"don'?t\b|do not\b|from now on\b|let'?s\b)", re.IGNORECASE)
 _PRONOUN_OBJECT = re.compile(r"^\w+\s+(?:it|that|this|them|those)\W*$", re.IGNORECASE)
+
+
+# content units a statement of a conversation between people needs (``rules.information_units``): their replies
+# to each other are full of short first-person remarks that a question will never ask about
+CONVERSATION_INFORMATION = 3
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,7 @@ def clauses(sentence: str) -> list[_Clause]:
     return found
 
 
-def _judge(clause: _Clause) -> tuple[str | None, str]:
+def _judge(clause: _Clause, now: datetime | None = None) -> tuple[str | None, str]:
     text = clause.text
     if rules.is_question(text):
         return None, "a question, not a statement to remember"
@@ -152,6 +161,8 @@ def _judge(clause: _Clause) -> tuple[str | None, str]:
     if clause.elided:  # judged with the subject it left out: "在阿里云工作" is "我在阿里云工作"
         text = ("我" if has_cjk(text[:1]) else "I ") + text
     found = rules.classify(text)
+    if found.memory_type is None and found.reason == rules.NO_CUE and (event := event_reason(text, now)):
+        return "fact", event  # "went to a support group yesterday": what happened is a fact about its speaker
     if (found.memory_type is not None and rules.information_units(clause.text) < rules.MIN_INFORMATION
             and not rules.is_identity(text)):  # "I'm a nurse" is a fact, as "我是护士" is
         return None, f"too little information ({found.reason}, fewer than {rules.MIN_INFORMATION} content units)"
@@ -162,29 +173,40 @@ def _slot_keys(content: str) -> set[tuple[str, str]]:
     return {(facet.slot, facet.holder) for facet in facets(content)}
 
 
-def _judged(message: str) -> Iterator[tuple[_Clause, str, str | None, str]]:
+def _judged(message: str, now: datetime | None = None) -> Iterator[tuple[_Clause, str, str | None, str]]:
     """(clause, the sentence's remember-opening, type or None, reason) for every clause of the message."""
     for sentence in split_sentences(message) or [message]:
         opening = rules.REMEMBER_PREFIX.match(sentence)
         body = sentence[opening.end():] if opening else sentence
         for clause in clauses(body or sentence):
-            yield (clause, opening.group(0) if opening else "", *_judge(clause))
+            yield (clause, opening.group(0) if opening else "", *_judge(clause, now))
 
 
-def why_not(message: str) -> str:
+def why_not(message: str, now: datetime | None = None) -> str:
     """Why no clause of the message is worth keeping (the first clause's reason)."""
-    reasons = [reason for _clause, _opening, _type, reason in _judged(message)]
-    return reasons[0] if reasons else "no fact, preference, instruction or conclusion cue"
+    reasons = [reason for _clause, _opening, _type, reason in _judged(message, now)]
+    return reasons[0] if reasons else rules.NO_CUE
 
 
-def statements(message: str) -> list[Statement]:
-    """The statements worth keeping from one user message, one per fact (see the module docstring)."""
+def statements(message: str, *, speaker: str | None = None, now: datetime | None = None) -> list[Statement]:
+    """The statements worth keeping from one user message, one per fact (see the module docstring): about
+    ``speaker`` by name when given (else "the user"), a relative date read against ``now`` (``events.dated``)."""
     found: list[Statement] = []
     keys: list[set[tuple[str, str]]] = []
-    for clause, opening_text, memory_type, reason in _judged(message):
+    for clause, opening_text, memory_type, reason in _judged(message, now):
         if memory_type is None:
             continue
+        if speaker is not None and memory_type == "instruction" and not rules.has_first_person(clause.text):
+            continue  # between people, "don't quit!" is said to the other one: no instruction to the assistant
+        if speaker is not None and rules.information_units(clause.text) < CONVERSATION_INFORMATION:
+            continue  # "I definitely will!", "Plus my full support": a reply in a talk, no fact about anyone
         content = third_person(clause.text, memory_type, elided=clause.elided)
+        if memory_type in ("fact", "conclusion"):  # what happened, not a standing choice ("以后都用 pnpm")
+            content = dated(content, now)
+        if speaker is not None:
+            content = named(content, speaker)
+        if memory_type == "fact" and (speaker is not None or reason.startswith("an event")):
+            content = _attributed(content, speaker)
         said = opening_text + clause.text
         statement = Statement(content, memory_type, rules.is_emphatic(said), rules.is_task_context(said),
                               clause.text, reason)
@@ -196,7 +218,18 @@ def statements(message: str) -> list[Statement]:
             continue
         found[earlier] = _joined(found[earlier], statement)
         keys[earlier] |= slots
-    return found
+    return _as_one(found) if speaker is not None and len(found) > 1 else found
+
+
+def _as_one(found: list[Statement]) -> list[Statement]:
+    """A named speaker's message as one memory: in a conversation between people a question asks about one
+    moment of it, and one memory per message keeps the top k from being a few messages cut into pieces."""
+    kinds = [s.memory_type for s in found]
+    memory_type = max(kinds, key=kinds.count)  # the most of its clauses say; the first of a tie
+    content = " ".join(s.content if s.content[-1:] in ".!?。！？" else s.content + ("。" if has_cjk(s.content) else ".")
+                       for s in found)
+    return [Statement(content, memory_type, any(s.emphatic for s in found), all(s.session_scoped for s in found),
+                      " ".join(s.said for s in found), found[0].reason)]
 
 
 def _joined(first: Statement, second: Statement) -> Statement:
@@ -212,3 +245,12 @@ def _joined(first: Statement, second: Statement) -> Statement:
 
 def _lower_first(text: str) -> str:
     return text[0].lower() + text[1:] if text.startswith("The user") else text
+
+
+def _attributed(content: str, speaker: str | None) -> str:
+    """A fact that does not say whose it is ("Had an audition on 7 May 2023", its subject left out) with its
+    speaker in front: in a conversation between people, a fact without its person answers no question."""
+    subject = speaker or ("用户" if has_cjk(content) else "The user")
+    if subject.casefold() in content.casefold() or "the user" in content.casefold() or "用户" in content:
+        return content
+    return f"{subject}：{content}" if has_cjk(content) else f"{subject}: {content}"

@@ -15,7 +15,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.maintenance.learning import MAX_MESSAGE_CHARS, MAX_MESSAGES
-from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS, MAX_IDENTIFIER_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from vecmem.validation import (
+    MAX_CONTENT_CHARS,
+    MAX_CONTEXT_CHARS,
+    MAX_IDENTIFIER_CHARS,
+    MAX_SPEAKER_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+)
 
 __all__ = [
     "IDENTIFIER_SCHEMA",
@@ -191,6 +198,11 @@ class ChatMessage(_Body):
         IDENTIFIER_SCHEMA, {"type": "integer", "minimum": 0}, {"type": "null"}]})] = Field(
         None, description="The message's id (an identifier or a non-negative integer): what a memory learnt from it "
                           "records as its provenance; null: its position in the list.")
+    speaker: str | None = Field(None, max_length=MAX_SPEAKER_CHARS, description=(
+        "Who said it, in a conversation between people: what is learnt from it names them instead of 'the user'."))
+    time: str | None = Field(None, max_length=64, description=(
+        "When it was said (ISO 8601): the day its 'yesterday' and 'last week' are read from; null: when it is "
+        "learnt."))
 
 
 _Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(

@@ -16,7 +16,9 @@ so the bank may not import it (the import-linter contract in pyproject.toml). Th
 each a ``Turn`` or a mapping with ``role`` ("user", "assistant" or "system") and ``content`` (text, not blank,
 no control characters, up to ``MAX_MESSAGE_CHARS``) and optionally ``id`` (an identifier or a non-negative
 integer: what a memory learnt from the message records as its provenance; without it, the message's position
-in the list); other keys of a mapping (an OpenAI message's ``name``, ``refusal``, ...) are ignored, so a
+in the list), ``speaker`` (who said it, in a conversation between people: what is learnt from it names them
+instead of "the user") and ``time`` (when it was said: an ISO 8601 string, epoch seconds or a datetime; its
+"yesterday" and "last week" are read from it; without it, from the time it is learnt); other keys of a mapping (an OpenAI message's ``name``, ``refusal``, ...) are ignored, so a
 chat-completions history can be passed as it is. At most ``MAX_MESSAGES``.
 Anything else is an ``InvalidInputError`` naming the message (``messages[2].role``), before anything is written.
 
@@ -34,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from vecmem.errors import ConfigError, InvalidInputError
 from vecmem.models import MemoryRecord, Turn
-from vecmem.validation import check_choice, check_message_id, check_text
+from vecmem.validation import check_choice, check_message_id, check_speaker, check_text, check_time
 
 __all__ = ["MAX_MESSAGES", "MAX_MESSAGE_CHARS", "ROLES", "AddMessagesResult", "MessageLearner", "SkippedMessage",
            "chat_messages", "default_learner", "register_learner"]
@@ -122,13 +124,17 @@ def chat_messages(messages: object, *, field: str = "messages", empty_ok: bool =
 
 
 def _message(where: str, message: object) -> Turn:
+    speaker: object = None
+    time: object = None
     if isinstance(message, Turn):
         role, content, message_id = message.role, message.content, message.id
+        speaker, time = message.speaker, message.time
     elif isinstance(message, Mapping):
         for key in ("role", "content"):
             if key not in message:
                 raise InvalidInputError(f"{where}.{key}", "is missing")
         role, content, message_id = message["role"], message["content"], message.get("id")
+        speaker, time = message.get("speaker"), message.get("time")
     else:
         raise InvalidInputError(where, "must be an object with 'role' and 'content', got "
                                 f"{type(message).__name__}")
@@ -136,4 +142,6 @@ def _message(where: str, message: object) -> Turn:
         raise InvalidInputError(f"{where}.role", f"must be a string, got {type(role).__name__}")
     check_choice(f"{where}.role", role, ROLES)
     return Turn(role, check_text(f"{where}.content", content, max_chars=MAX_MESSAGE_CHARS),
-                None if message_id is None else check_message_id(f"{where}.id", message_id))
+                None if message_id is None else check_message_id(f"{where}.id", message_id),
+                None if speaker is None else check_speaker(f"{where}.speaker", speaker),
+                None if time is None else check_time(f"{where}.time", time))

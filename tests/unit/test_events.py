@@ -1,0 +1,159 @@
+"""Events are memories: a narrated event (who did what, when) passes the offline write gate as a fact, its
+relative date resolved to the day it refers to (the message's own time is the reference), and its speaker named;
+filler is still dropped. A model's extraction is told the day and the speaker, and asked for events too."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from tests.conftest import ScriptedModel
+from vecmem import Learner, Turn
+from vecmem.agent.events import dated, event_reason
+from vecmem.agent.gate import WriteGate
+from vecmem.agent.statements import statements
+
+SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
+
+
+@pytest.mark.parametrize(("message", "stored"), [
+    ("I went to a LGBTQ support group yesterday.", "Caroline went to a LGBTQ support group on 7 May 2023."),
+    ("We adopted a puppy last week!", "Caroline and others adopted a puppy in the week of 1 May 2023!"),
+    ("Hey Sam! Last week I went on a trip to Canada.", "In the week of 1 May 2023 Caroline went on a trip to Canada."),
+    ("Oh, we went camping on Saturday.", "Caroline and others went camping on 6 May 2023."),
+    ("Three days ago I bought an adventure book.", "On 5 May 2023 Caroline bought an adventure book."),
+    ("In 2021 I ran my first marathon.", "In 2021 Caroline ran Caroline's first marathon."),
+    ("Had an audition yesterday for a writing gig.", "Caroline: Had an audition on 7 May 2023 for a writing gig."),
+])
+def test_an_english_event_names_its_speaker_and_the_day_it_happened(message, stored):
+    assert [s.content for s in statements(message, speaker="Caroline", now=SAID)] == [stored]
+
+
+@pytest.mark.parametrize(("message", "stored"), [
+    ("我昨天去了医院看牙", "李伟2023年5月7日去了医院看牙"),
+    ("上周我们领养了一只小狗", "2023年5月1日那一周李伟和其他人领养了一只小狗"),
+    ("去年我去过一次日本", "2022年李伟去过一次日本"),
+    ("三天前参加了一个读书会", "李伟2023年5月5日参加了一个读书会"),
+])
+def test_a_chinese_event_names_its_speaker_and_the_day_it_happened(message, stored):
+    found = statements(message, speaker="李伟", now=SAID)
+    assert [(s.content, s.memory_type) for s in found] == [(stored, "fact")]
+
+
+def test_without_a_speaker_an_event_is_about_the_user():
+    assert [s.content for s in statements("I went to a support group yesterday.", now=SAID)] == [
+        "The user went to a support group on 7 May 2023."]
+    assert [s.content for s in statements("昨天我去了医院", now=SAID)] == ["2023年5月7日用户去了医院"]
+
+
+def test_the_date_is_read_against_the_time_given_in_its_own_zone():
+    later = SAID + timedelta(days=30)
+    assert dated("The user went to the gym yesterday.", later) == "The user went to the gym on 6 June 2023."
+    evening_in_shanghai = datetime(2023, 5, 8, 23, 30, tzinfo=timezone(timedelta(hours=8)))
+    assert dated("用户昨天去了医院", evening_in_shanghai) == "用户2023年5月7日去了医院"
+
+
+def test_a_date_ahead_or_a_standing_choice_is_not_rewritten():
+    assert dated("The user's meeting is at 9 a.m. on Monday.", SAID) == "The user's meeting is at 9 a.m. on Monday."
+    assert dated("The user ran a marathon in 2021.", SAID) == "The user ran a marathon in 2021."
+    assert [s.content for s in statements("以后都用 pnpm", now=SAID)] == ["用户要求以后都用 pnpm"]
+
+
+@pytest.mark.parametrize("filler", [
+    "Wow, that looks great Joanna! Is that your third one?", "I loved it!", "That sounded amazing.",
+    "Thanks, Melanie! Take care!", "太好了", "嗯，赢了就特别开心！", "今天天气不错啊", "Were you playing or watching?",
+])
+def test_the_gate_still_drops_filler(filler):
+    assert not WriteGate().judge(filler, now=SAID).keep
+
+
+@pytest.mark.parametrize("event", [
+    "Hey Sam! Long time no see! Been up and down lately, got married last week - how about you?",
+    "By the way, three days ago I bought myself an adventure book.", "上周我们领养了一只小狗",
+    "Last weekend our city held a pride parade!",
+])
+def test_the_gate_keeps_events(event):
+    decision = WriteGate().judge(event, now=SAID)
+    assert decision.keep and decision.memory_type == "fact"
+    assert event_reason("Had an audition yesterday for a writing gig.", SAID) is not None
+
+
+def test_add_messages_names_each_speaker_and_dates_each_turn_by_its_own_time(bank):
+    result = bank.add_messages([
+        {"role": "user", "content": "I went to a LGBTQ support group yesterday.", "speaker": "Caroline",
+         "time": "2023-05-08T13:56:00", "id": "D1:3"},
+        Turn("user", "We went camping last weekend, it was great.", id="D2:1", speaker="Melanie",
+             time=datetime(2023, 7, 12, 9, tzinfo=UTC)),
+        {"role": "user", "content": "Thanks, Melanie!", "speaker": "Caroline"},
+    ], user_id="locomo")
+    contents = sorted(record.content for record in result.written)
+    assert contents == ["Caroline went to a LGBTQ support group on 7 May 2023.",
+                        "Melanie and others went camping on the weekend of 8 July 2023, it was great."]
+    assert [s.content for s in result.skipped] == ["Thanks, Melanie!"]
+    hit = bank.search("When did Caroline go to the LGBTQ support group?", 1, user_id="locomo")[0]
+    assert hit.record.provenance is not None and hit.record.provenance.message_ids == ("D1:3",)
+
+
+def test_a_speaker_or_time_that_is_not_valid_is_refused(bank):
+    from vecmem import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=r"messages\[0\]\.time"):
+        bank.add_messages([{"role": "user", "content": "I went home.", "time": "last Tuesday"}])
+    with pytest.raises(InvalidInputError, match=r"messages\[0\]\.speaker"):
+        bank.add_messages([{"role": "user", "content": "I went home.", "speaker": "  "}])
+
+
+def test_the_model_is_told_the_day_and_the_speaker_and_asked_for_events(make_bank):
+    seen: list[str] = []
+
+    def respond(kind, messages):
+        seen.append(messages[0]["content"] + "\n" + messages[1]["content"])
+        return json.dumps({"keep": True, "reason": "an event", "memories": [{
+            "content": "Caroline went to a LGBTQ support group on 7 May 2023", "type": "fact", "importance": 0.5,
+            "tags": [], "scope": "global", "confidence": 0.9, "action": "ADD", "target": None}]})
+
+    bank = make_bank(learner=Learner(model=ScriptedModel(respond)))
+    result = bank.add_messages([{"role": "user", "content": "I went to a LGBTQ support group yesterday.",
+                                 "speaker": "Caroline", "time": "2023-05-08T13:56:00"}], user_id="locomo")
+    assert [r.content for r in result.written] == ["Caroline went to a LGBTQ support group on 7 May 2023"]
+    assert "Events are facts" in seen[0] and "Said on: Monday, 2023-05-08" in seen[0]
+    assert "Speaker: Caroline" in seen[0] and "Caroline: I went to a LGBTQ" in seen[0]
+
+
+def test_the_http_api_takes_a_speaker_and_a_time(bank):
+    from fastapi.testclient import TestClient
+
+    from vecmem.interfaces.server import create_app
+
+    client = TestClient(create_app(bank), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
+                        headers={"X-Vecmem-Request": "1"})
+    response = client.post("/messages", params={"user": "locomo"}, json={"messages": [
+        {"role": "user", "content": "I went to a support group yesterday.", "speaker": "Caroline",
+         "time": "2023-05-08T13:56:00Z"}]})
+    assert response.status_code == 200, response.text
+    assert [m["content"] for m in response.json()["written"]] == ["Caroline went to a support group on 7 May 2023."]
+
+
+def test_between_people_a_remark_or_a_directive_to_the_other_one_is_no_memory():
+    for remark in ("Don't quit, you've got this!", "I definitely will!", "Let's cherish the lessons he taught.",
+                   "You've put a lot of work into this.", "It was a really peaceful experience."):
+        assert statements(remark, speaker="Gina", now=SAID) == [], remark
+    # in a chat with the user alone, a directive is an instruction to the assistant, as before
+    assert [s.memory_type for s in statements("Don't use emojis in your answers.", now=SAID)] == ["instruction"]
+
+
+def test_a_named_speakers_message_is_one_memory_and_still_holds_every_fact():
+    found = statements("My family's been great, they really helped me through tough times. We went camping in the "
+                       "forest last week.", speaker="Melanie", now=SAID)
+    assert [(s.content, s.memory_type) for s in found] == [(
+        "Melanie's family's been great, they really helped Melanie through tough times. Melanie and others went "
+        "camping in the forest in the week of 1 May 2023.", "fact")]
+
+
+def test_the_gate_and_extraction_agree_on_a_named_speakers_remark(bank):
+    """A remark extraction leaves out between people is dropped by the gate too, not stored whole instead."""
+    assert not WriteGate().judge("I definitely will!", speaker="Jon", now=SAID).keep
+    result = bank.add_messages([{"role": "user", "content": "I definitely will!", "speaker": "Jon"}], user_id="x")
+    assert result.written == () and len(result.skipped) == 1
