@@ -3,9 +3,14 @@ relevance a prompt's floor compares (relevance.py).
 
 Each side is first put on one scale per query, from what chance gives (0) to the query's best candidate (1):
 
-* **dense**: ``(cosine - m) / (top - m)``, clamped to [0, 1], where ``m`` is the query's mean cosine with the
-  relevance cohort (statements about unrelated things, relevance.py): what an unrelated memory scores for this
-  query and this model. A raw cosine cannot serve: all-MiniLM-L6-v2 gives every Chinese text 0.65 to 0.8;
+* **dense**: how far each cosine stands above chance, in spreads, over the best candidate's, clamped to [0, 1]:
+  chance is the query's mean cosine (and its spread) with the relevance cohort *in the memory's language*
+  (statements about unrelated things, relevance.py): what an unrelated memory in that language scores for this
+  query and this model. A raw cosine cannot serve: all-MiniLM-L6-v2 gives every Chinese text 0.65 to 0.8, and
+  multilingual-e5-small's cosines within a language run higher than across the two, so a Chinese question's
+  English answer would lose to any Chinese memory. Where the model does not know a translation from an unrelated
+  statement (calibration.py: all-MiniLM-L6-v2 across zh and en), a memory in the other language gets no dense
+  evidence at all;
 * **keyword**: BM25 divided by the query's best visible score (a memory sharing no term scores 0 already).
 
 Each side then weighs as much as it is *informative* for this query, so an empty or flat side adds nothing:
@@ -147,7 +152,6 @@ class Fusion:
             scale = self.keyword.scale
             sides.append(min(1.0, self.keyword.score_of(memory_id) / scale) if scale > 0 else 0.0)
         return max(sides, default=0.0)
-
 
     def _chance(self, memory_id: str) -> CohortStats:
         """What an unrelated memory in this memory's language scores for the query."""
