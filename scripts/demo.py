@@ -138,8 +138,8 @@ def walk_through(bank: MemoryBank, started: float) -> int:
     console.rule("Questions: what each one retrieves, and what the prompt costs")
     w = bank.settings.dense_weight
     console.print(
-        "score = 0.6·similarity + max(1 - similarity, 0.2)·(0.2·recency + 0.2·importance); "
-        "recency = exp(-0.01·days since last use)\n"
+        f"score = 0.6·similarity + {'max(1 - similarity, 0.2)·' if bank.settings.weights.gated else ''}"
+        "(0.2·recency + 0.2·importance); recency = exp(-0.01·days since last use)\n"
         f"similarity ({bank.settings.search_mode}) = {w:g}·dense + {1 - w:g}·keyword, each side from chance (0) to "
         "the query's best match (1) and weighed by how informative it is for the query\n"
     )
