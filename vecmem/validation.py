@@ -114,7 +114,7 @@ MAX_SPEAKER_CHARS = 100
 def check_speaker(field_name: str, value: object) -> str:
     """Who said a message ("Caroline", "李伟"): a name on one line; it becomes the subject of what is learnt."""
     text = check_text(field_name, value, max_chars=MAX_SPEAKER_CHARS)
-    if any(ch in "\t\r\n" for ch in text):
+    if any(ch in "\t\r\n" for ch in str(value)):  # the whole value, not only what is left once stripped
         raise InvalidInputError(field_name, "must be a single line")
     return text
 
@@ -122,9 +122,7 @@ def check_speaker(field_name: str, value: object) -> str:
 def check_time(field_name: str, value: object) -> datetime:
     """When a message was said, as ``parse_timestamp`` reads it, but an aware time keeps its own zone: its
     calendar is the one its "yesterday" is read in."""
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        return value
-    return parse_timestamp(field_name, value)
+    return _aware_moment(field_name, value)
 
 
 def validate_new_id(value: object) -> str:
@@ -183,12 +181,24 @@ def check_unit_interval(field_name: str, value: object) -> float:
 
 
 def parse_timestamp(field_name: str, value: object) -> datetime:
-    """Accept an aware datetime, a naive one (read as UTC), an ISO 8601 string or epoch seconds."""
+    """Accept an aware datetime, a naive one (read as UTC), an ISO 8601 string or epoch seconds; the time in UTC."""
+    moment = _aware_moment(field_name, value)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is a valid time whose UTC is before year 1
+        raise InvalidInputError(field_name, f"is out of range in UTC: {value!r}") from None
+
+
+def _aware_moment(field_name: str, value: object) -> datetime:
+    """The moment ``value`` names, in its own zone (a naive one read as UTC)."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):  # RFC 3339's UTC designator, either case
+            text = text[:-1] + "+00:00"
         try:
-            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            moment = datetime.fromisoformat(text)
         except ValueError:
             raise InvalidInputError(field_name, f"is not an ISO 8601 time: {value!r}") from None
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -198,9 +208,7 @@ def parse_timestamp(field_name: str, value: object) -> datetime:
             raise InvalidInputError(field_name, f"epoch seconds out of range: {value}") from None
     else:
         raise InvalidInputError(field_name, f"must be a time, got {type(value).__name__}")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def check_context(value: object) -> str:

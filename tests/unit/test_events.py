@@ -157,3 +157,14 @@ def test_the_gate_and_extraction_agree_on_a_named_speakers_remark(bank):
     assert not WriteGate().judge("I definitely will!", speaker="Jon", now=SAID).keep
     result = bank.add_messages([{"role": "user", "content": "I definitely will!", "speaker": "Jon"}], user_id="x")
     assert result.written == () and len(result.skipped) == 1
+
+
+@pytest.mark.parametrize("said", ["0001-01-01T00:00:00+23:59", "0001-01-01t00:00:00z", "9999-12-31T23:59:59-23:59"])
+def test_a_time_at_the_calendars_edge_is_taken_and_a_day_beyond_it_left_as_said(bank, said):
+    result = bank.add_messages([{"role": "user", "content": "I went to the dentist yesterday.", "time": said,
+                                 "speaker": "Ann"}], user_id="u")
+    [written] = result.written
+    if said.startswith("0001"):
+        assert written.content == "Ann went to the dentist yesterday."  # the day before year 1 has no date
+    else:
+        assert written.content == "Ann went to the dentist on 30 December 9999."

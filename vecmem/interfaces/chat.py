@@ -23,7 +23,7 @@ from vecmem.api import MemoryApi
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
 from vecmem.interfaces.opening import long_running_bank
-from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
+from vecmem.interfaces.stopping import serve_until_stopped, start_before_any_stop, stops_cleanly
 from vecmem.maintenance.chains import revision_number, version_dates
 from vecmem.retrieval.rank import prior_share
 from vecmem.storage.sessions import SessionStore
@@ -79,7 +79,7 @@ class ChatRepl:
         # The model and the keyword index load while the user types, not after the first message. A failure
         # here is not lost: the first turn meets the same error and reports it.
         self._warming = threading.Thread(target=self._warm_up, name="vecmem-warm-up", daemon=True)
-        self._warming.start()
+        start_before_any_stop(self._warming)
         interactive = self.stdin is sys.stdin and self.stdin.isatty()
         if interactive:
             import readline  # noqa: F401 - gives input() line editing and history at a terminal
@@ -131,7 +131,7 @@ class ChatRepl:
 
     def stop(self) -> None:
         """Wait for the warm-up, which may be inside the model's native code: the bank closes after this."""
-        if self._warming is not None:
+        if self._warming is not None and self._warming.ident is not None:  # None: a stop came before it started
             self._warming.join()
 
     def _warm_up(self) -> None:

@@ -58,6 +58,9 @@ _LINE_CHAR = r"[^\x00-\x1f\x7f-\x9f]"
 TEXT_PATTERN = f"^{_TEXT_CHAR}*{_VISIBLE}{_TEXT_CHAR}*$"
 IDENTIFIER_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_CHARS,
                                      "pattern": f"^{_VISIBLE}(?:{_LINE_CHAR}*{_VISIBLE})?$"}
+# validation.check_speaker: a name on one line, not blank (surrounding spaces are stripped).
+SPEAKER_SCHEMA: dict[str, Any] = {"type": "string", "maxLength": MAX_SPEAKER_CHARS,
+                                  "pattern": f"^{_LINE_CHAR}*{_VISIBLE}{_LINE_CHAR}*$"}
 # A new memory's own id: letters, digits and . _ : - (an id holding "/" could never be reached by its URL).
 NEW_ID_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_IDENTIFIER_CHARS,
                                  "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]*$"}
@@ -198,11 +201,15 @@ class ChatMessage(_Body):
         IDENTIFIER_SCHEMA, {"type": "integer", "minimum": 0}, {"type": "null"}]})] = Field(
         None, description="The message's id (an identifier or a non-negative integer): what a memory learnt from it "
                           "records as its provenance; null: its position in the list.")
-    speaker: str | None = Field(None, max_length=MAX_SPEAKER_CHARS, description=(
-        "Who said it, in a conversation between people: what is learnt from it names them instead of 'the user'."))
-    time: str | None = Field(None, max_length=64, description=(
-        "When it was said (ISO 8601): the day its 'yesterday' and 'last week' are read from; null: when it is "
-        "learnt."))
+    speaker: Annotated[str | None, WithJsonSchema({"anyOf": [SPEAKER_SCHEMA, {"type": "null"}]})] = Field(
+        None, max_length=MAX_SPEAKER_CHARS, description=(
+            "Who said it, in a conversation between people (a name on one line): what is learnt from it names "
+            "them instead of 'the user'."))
+    time: Annotated[str | None, WithJsonSchema({"anyOf": [
+        {"type": "string", "format": "date-time", "maxLength": 64}, {"type": "null"}]})] = Field(
+        None, max_length=64, description=(
+            "When it was said (ISO 8601; RFC 3339 date-times are always read): the day its 'yesterday' and "
+            "'last week' are read from, in its own zone; null: when it is learnt."))
 
 
 _Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES, description=(

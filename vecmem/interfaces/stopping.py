@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-__all__ = ["serve_until_stopped", "stops_cleanly"]
+__all__ = ["serve_until_stopped", "start_before_any_stop", "stops_cleanly"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -66,3 +66,17 @@ def serve_until_stopped(serve: Callable[[], int | None]) -> int:
         if _in_main_thread():
             for number in _SIGNALS:
                 signal.signal(number, signal.SIG_IGN)
+
+
+def start_before_any_stop(thread: threading.Thread) -> None:
+    """Start ``thread`` with SIGINT and SIGTERM held back until it runs: a stop that arrives meanwhile is raised
+    just after, so a thread is either not started (its ``ident`` is None) or started whole, never half-way, and
+    the joining that follows a stop knows which."""
+    if not _in_main_thread():
+        thread.start()
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -236,13 +236,16 @@ def find_window(query: str, now: datetime) -> TimeWindow | None:
 
     Every rule's phrases are found; the longest wins, then the earliest, so "2023年5月8日" is a day and not the
     year its first characters name. A phrase that names no real span (30 February, a weekday still to come)
-    gives way to the next longest.
+    gives way to the next longest, as does one beyond the calendar (a week before 1 January of year 1).
     """
     calendar = Calendar(now)
     found: list[tuple[int, int, str, _Span]] = []
     for pattern, read in _RULES:
         for match in pattern.finditer(query):
-            span = read(match, calendar)
+            try:
+                span = read(match, calendar)
+            except OverflowError:
+                continue
             if match.end() > match.start() and span is not None and span[1] > span[0]:
                 found.append((-(match.end() - match.start()), match.start(), match.group(0).strip(), span))
     if not found:
