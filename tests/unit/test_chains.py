@@ -1,4 +1,4 @@
-"""The supersession graph as pure functions over records (maintenance/chains.py): no store, no bank."""
+"""The supersession graph as pure functions over records (bank/chains.py): no store, no bank."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from tests.conftest import T0
 from vecmem import ConflictError, MemoryRecord
-from vecmem.maintenance import chains
+from vecmem.bank import chains
+from vecmem.maintenance.doctor import supersession_cycles
 
 
 def _record(memory_id: str, superseded_by: str | None = None, age_days: int = 0) -> MemoryRecord:
@@ -66,8 +67,8 @@ def test_replaced_first_keeps_every_memory_of_a_corrupt_cyclic_chain_oldest_firs
 def test_cycles_are_found_once_each_with_the_ids_on_them():
     graph = _graph(_record("a", "b"), _record("b", "a"), _record("c", "a"), _record("d", "d2"), _record("d2", "d"),
                    _record("e"))
-    assert sorted(sorted(cycle) for cycle in chains.cycles(graph)) == [["a", "b"], ["d", "d2"]]
-    assert chains.cycles(_graph(_record("a", "b"), _record("b"))) == []
+    assert sorted(sorted(cycle) for cycle in supersession_cycles(graph)) == [["a", "b"], ["d", "d2"]]
+    assert supersession_cycles(_graph(_record("a", "b"), _record("b"))) == []
 
 
 # ------------------------------------------------------------------------------------------ scopes

@@ -1,6 +1,6 @@
 """A direct ``MemoryBank.add``, typed and resolved as the memory agent types and resolves what it extracts.
 
-``AddResolution`` is the agent layer's ``AddResolver`` (maintenance/resolving.py says why the bank asks for one
+``AddResolution`` is the agent layer's ``AddResolver`` (bank/resolving.py says why the bank asks for one
 instead of importing it). A statement added without a type is typed by ``rules.classify``, the rules the write
 gate and extraction use: "I prefer concise code" is a preference, "Always answer in Chinese" an instruction,
 "turns out the fix was X" a conclusion, and anything without a cue of those a fact (a person asked for it to be
@@ -19,8 +19,8 @@ from __future__ import annotations
 from vecmem.agent import rules
 from vecmem.agent.conflict import ConflictResolver
 from vecmem.agent.extract import Candidate
-from vecmem.api import MemoryApi
-from vecmem.maintenance.resolving import AddResult, TypeGuess, Write
+from vecmem.bank.api import MemoryApi
+from vecmem.bank.resolving import AddResult, TypeGuess, Write
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 
 __all__ = ["AddResolution"]

@@ -6,7 +6,7 @@ The older memories are kept with ``superseded_by`` pointing at the newer one (hi
 * When a model extracted the candidate, its own decision (ADD / UPDATE alias / NONE alias) is applied.
 * Without a model the rules decide, over the live memories the session can see:
   - **NONE** when one of the same type already says the same (same normalised text, or closeness >= 0.97:
-    ``Hit.closeness`` is the cosine on the model's calibrated scale, retrieval/calibration.py, where a typical
+    ``Hit.closeness`` is the cosine on the model's calibrated scale, retrieval/embedding/calibration.py, where a typical
     paraphrase sits at 0.8 and the same statement at 1);
   - **UPDATE by topic**, whatever the two types (a preference and an instruction about the same slot do
     conflict), when the slot model of ``topics.py`` says the newer statement revises an older one: it has a
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 from vecmem.agent import topics
 from vecmem.agent.extract import Candidate
-from vecmem.api import MemoryApi
-from vecmem.maintenance import chains
+from vecmem.bank import chains
+from vecmem.bank.api import MemoryApi
 from vecmem.maintenance.hygiene import needs_review
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord, Provenance, normalize_for_hash
 

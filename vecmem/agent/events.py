@@ -19,7 +19,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from vecmem.agent import rules
-from vecmem.retrieval.timeframe import TimeWindow, find_window
+from vecmem.retrieval.query.timeframe import TimeWindow, find_window
 from vecmem.text import has_cjk
 
 __all__ = ["dated", "event_reason", "is_past"]

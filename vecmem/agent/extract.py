@@ -30,8 +30,8 @@ from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.agent.person import named, third_person
 from vecmem.agent.schemas import WriteReply, validate_reply
 from vecmem.agent.statements import Statement, statements
+from vecmem.bank.intake import INJECTION_CONFIDENCE, INJECTION_IMPORTANCE, defused_text
 from vecmem.errors import ExtractionError, LLMError
-from vecmem.maintenance.intake import INJECTION_CONFIDENCE, INJECTION_IMPORTANCE, defused_text
 from vecmem.models import MemoryRecord
 from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS
 

@@ -10,7 +10,7 @@ model decides as it does for the chat: by default the chat model the bank's sett
 Assistant messages are context only: the reply that follows a user message is shown to a model's extraction
 beside it, as the answer is in the chat, and is never a memory itself; system messages are the operator's, not
 the user's, and are left out. What a model relays is untrusted: extracted memories are stored with
-``source="extracted"``, so the bank's intake (maintenance/intake.py) screens them as it screens every path.
+``source="extracted"``, so the bank's intake (bank/intake.py) screens them as it screens every path.
 
 A message may say who said it (``speaker``: what is learnt is about them by name, "Caroline went to a support
 group on 7 May 2023", not about "the user") and when (``time``: the day its "yesterday" is read from; without it,
@@ -23,7 +23,7 @@ A failure (the model down, a reply that fails its schema) stops at the message i
 the messages before it are written. Sending the same messages again is safe: what is already remembered
 resolves to NONE (``unchanged``), never to a duplicate.
 
-This module is registered with the bank by ``vecmem/agent/__init__.py`` (maintenance/learning.py says why).
+This module is registered with the bank by ``vecmem/agent/__init__.py`` (bank/learning.py says why).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from vecmem.agent.conflict import ConflictResolver, Resolution, Written
 from vecmem.agent.extract import Extractor
 from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel, chat_model_from_settings
-from vecmem.api import MemoryApi
+from vecmem.bank.api import MemoryApi
+from vecmem.bank.learning import AddMessagesResult, SkippedMessage
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
-from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
 from vecmem.models import MemoryRecord, Provenance, Turn
 
 __all__ = ["Learner", "MessageWrite", "write_message"]
@@ -89,7 +89,7 @@ def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolv
 
 
 class Learner:
-    """The agent layer's ``MessageLearner`` (maintenance/learning.py): what ``MemoryBank.add_messages`` runs."""
+    """The agent layer's ``MessageLearner`` (bank/learning.py): what ``MemoryBank.add_messages`` runs."""
 
     def __init__(self, model: ChatModel | None = None, *, offline: bool = False) -> None:
         """``model``: the chat model that decides; None: the one the bank's settings configure, if any.

@@ -45,11 +45,11 @@ from vecmem.agent.hits import HitReport, measure_hits, memory_used
 from vecmem.agent.learn import write_message
 from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage
 from vecmem.agent.recall import recall
-from vecmem.api import MemoryApi
+from vecmem.bank.api import MemoryApi
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Provenance, Turn, validate_session_id
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, TiktokenCounter
-from vecmem.storage.sessions import SessionCounters, SessionStore, StoredTurn
+from vecmem.storage.state.sessions import SessionCounters, SessionStore, StoredTurn
 
 __all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from vecmem.agent.topics import has_change_cue, keyword_tags, topic_slots
 
 # the one planted-instruction rule, which every write path applies (intake.py); re-exported for the agent
-from vecmem.maintenance.intake import looks_like_injection
+from vecmem.bank.intake import looks_like_injection
 
 __all__ = [
     "Classification",

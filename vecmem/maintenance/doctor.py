@@ -16,18 +16,17 @@ mismatch (``vecmem reindex`` re-embeds everything with the configured model).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from vecmem.errors import StoreError
-from vecmem.maintenance.chains import cycles as supersession_cycles
 from vecmem.models import MEMORY_TYPES, MemoryRecord
-from vecmem.retrieval.keyword import memory_tokens
-from vecmem.storage.access import AccessStats
+from vecmem.retrieval.index.keyword import memory_tokens
 from vecmem.storage.base import MemoryStore
-from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.rows import from_row
+from vecmem.storage.chroma.rows import from_row
+from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["Finding", "DoctorReport", "examine"]
 
@@ -186,3 +185,20 @@ def _tokens_of(placed: list[tuple[str, MemoryRecord, list[str] | None]], record:
             return tokens
     return None
 
+
+def supersession_cycles(records: Mapping[str, MemoryRecord]) -> list[list[str]]:
+    """Each supersession cycle among ``records`` once, as the ids on it (what the doctor breaks)."""
+    found: list[list[str]] = []
+    done: set[str] = set()
+    for start in records:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current: str | None = start
+        while current is not None and current in records and current not in done and current not in on_path:
+            path.append(current)
+            on_path.add(current)
+            current = records[current].superseded_by
+        if current is not None and current in on_path:
+            found.append(path[path.index(current):])
+        done.update(path)
+    return found

@@ -14,18 +14,30 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 
 from vecmem.errors import InvalidInputError, VecmemError
-from vecmem.maintenance.writes import WritePath
 from vecmem.models import GLOBAL_SCOPE, ImportReport, MemoryFilter, MemoryRecord, normalize_for_hash
-from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 from vecmem.validation import check_unicode, validate_new_id
 
 __all__ = ["WRITE_BATCH", "content_id", "export", "import_lines", "parse_line", "parse_lines", "text_for_id",
            "write_batched"]
+
+class BatchWriter(Protocol):
+    """What an import writes through: the bank's one write path (bank/writes.py), which sits above this layer."""
+
+    @property
+    def store(self) -> MemoryStore: ...
+
+    embed_documents: Callable[[Sequence[str]], np.ndarray]
+
+    def write(self, records: Sequence[MemoryRecord], *, vectors: np.ndarray | None = None,
+              new: bool = False) -> Sequence[MemoryRecord]: ...
+
 
 WRITE_BATCH = 256  # memories embedded and written together by add_records and imports
 
@@ -110,7 +122,7 @@ def import_lines(
 
 def write_batched(
     records: Iterable[MemoryRecord],
-    writes: WritePath,
+    writes: BatchWriter,
     locked: Callable[[Iterable[str]], AbstractContextManager[object]],
     *,
     overwrite: bool,
