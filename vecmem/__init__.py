@@ -21,11 +21,11 @@ from vecmem.bank.resolving import AddResolver as _AddResolver
 from vecmem.bank.resolving import register_resolver as _register_resolver
 
 if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HOMES says the same for __getattr__
-    from vecmem.agent.conflict import Written
-    from vecmem.agent.gate import GateDecision
-    from vecmem.agent.learn import Learner
     from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
     from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
+    from vecmem.agent.writing.conflict import Written
+    from vecmem.agent.writing.gate import GateDecision
+    from vecmem.agent.writing.learn import Learner
     from vecmem.aio import AsyncMemoryBank
     from vecmem.bank.api import MemoryApi
     from vecmem.bank.facade import MemoryBank, content_id
@@ -177,9 +177,9 @@ __all__ = [
 
 
 _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as imported above)
-    "vecmem.agent.conflict": ("Written",),
-    "vecmem.agent.gate": ("GateDecision",),
-    "vecmem.agent.learn": ("Learner",),
+    "vecmem.agent.writing.conflict": ("Written",),
+    "vecmem.agent.writing.gate": ("GateDecision",),
+    "vecmem.agent.writing.learn": ("Learner",),
     "vecmem.agent.llm": ("ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel"),
     "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
     "vecmem.aio": ("AsyncMemoryBank",),
@@ -231,13 +231,13 @@ def __dir__() -> list[str]:
 
 
 def _agent_learner() -> _MessageLearner:
-    from vecmem.agent.learn import Learner  # the agent layer, and its rules, only once a bank learns
+    from vecmem.agent.writing.learn import Learner  # the agent layer, and its rules, only once a bank learns
 
     return Learner()
 
 
 def _agent_resolver() -> _AddResolver:
-    from vecmem.agent.adding import AddResolution  # the agent's rules, only once a bank adds
+    from vecmem.agent.writing.adding import AddResolution  # the agent's rules, only once a bank adds
 
     return AddResolution()
 

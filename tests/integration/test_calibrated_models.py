@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from vecmem import MemoryBank, Settings
-from vecmem.agent.conflict import ConflictResolver
-from vecmem.agent.extract import Candidate
+from vecmem.agent.writing.conflict import ConflictResolver
+from vecmem.agent.writing.extract import Candidate
 
 UNRELATED = {
     "en": [

@@ -1,6 +1,8 @@
-"""The shape of the package, checked: which module may import which SDK and how deep the folders go. The layer
-order itself is import-linter's contract in pyproject.toml (`make contracts`); how complex one function may grow
-is ruff's (C901, PLR0915 in pyproject.toml): a module is split where a concept splits, not at a line count."""
+"""The shape of the package, checked: which module may import which SDK, how many modules a folder holds, and that
+no modules import each other in a circle (type-only imports included). The layer order itself is import-linter's
+contract in pyproject.toml (`make contracts`); how complex one function may grow is ruff's (C901, PLR0915 in
+pyproject.toml): a module is split where a concept splits, not at a line count, and a folder is a concept, as
+deep as the concept needs."""
 
 from __future__ import annotations
 
@@ -53,6 +55,80 @@ def test_each_sdk_is_imported_in_one_module(sdk: str) -> None:
     assert importers <= {SDK_HOME[sdk]}, f"{sdk} is imported outside {SDK_HOME[sdk]}: {sorted(importers)}"
 
 
-def test_folders_are_at_most_two_levels_deep() -> None:
-    deepest = max(len(path.relative_to(PACKAGE).parts) for path in _modules())
-    assert deepest <= 2  # vecmem/<layer>/<module>.py
+MAX_MODULES_PER_FOLDER = 12  # beyond about a dozen, a folder holds more than one concept: give each its own
+
+
+def test_no_folder_holds_more_than_a_dozen_modules() -> None:
+    counts: dict[str, int] = {}
+    for path in _modules():
+        if path.name != "__init__.py":
+            folder = path.parent.relative_to(PACKAGE).as_posix()
+            counts[folder] = counts.get(folder, 0) + 1
+    crowded = {folder: count for folder, count in counts.items() if count > MAX_MODULES_PER_FOLDER}
+    assert not crowded, f"folders over {MAX_MODULES_PER_FOLDER} modules: {crowded}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _vecmem_imports(path: Path, known: set[str]) -> set[str]:
+    """Every vecmem module ``path`` imports, wherever the import sits (inside ``TYPE_CHECKING`` or a function
+    too): ``from a.b import c`` is an import of ``a.b.c`` where that is a module, else of ``a.b``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in known:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in known else node.module)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    modules = {_module_name(path): path for path in _modules()}
+    known = set(modules)
+    # a package's __init__ importing its own modules (to name them) is not a circle of concepts
+    graph = {name: {imported for imported in _vecmem_imports(path, known)
+                    if not (path.name == "__init__.py" and imported.startswith(name + "."))}
+             for name, path in modules.items()}
+    for name in graph:  # nor is a module importing the package above it for its public names
+        graph[name] = {imported for imported in graph[name] if not name.startswith(imported + ".")}
+    assert _cycles(graph) == []

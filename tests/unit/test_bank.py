@@ -445,8 +445,8 @@ class TestSupersedeAndStats:
         assert bank.supersede(old.id, new.id).superseded_by == new.id
 
     def test_the_agent_keeps_a_pair_the_bank_would_refuse_and_finishes_the_turn(self, bank):
-        from vecmem.agent.conflict import ConflictResolver
-        from vecmem.agent.extract import Candidate
+        from vecmem.agent.writing.conflict import ConflictResolver
+        from vecmem.agent.writing.extract import Candidate
 
         global_fact = bank.add("The user drinks tea", memory_type="preference")
         candidate = Candidate("The user drinks coffee in this chat", "preference", 0.6, (), session_scoped=True,

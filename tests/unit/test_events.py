@@ -11,9 +11,9 @@ import pytest
 
 from tests.conftest import ScriptedModel
 from vecmem import Learner, Turn
-from vecmem.agent.events import dated, event_reason
-from vecmem.agent.gate import WriteGate
-from vecmem.agent.statements import statements
+from vecmem.agent.writing.events import dated, event_reason
+from vecmem.agent.writing.gate import WriteGate
+from vecmem.agent.writing.statements import statements
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from vecmem.agent import rules
 from vecmem.agent.earlier import earlier_sessions
-from vecmem.agent.topics import SLOTS
+from vecmem.agent.writing.topics import SLOTS
 from vecmem.bank.api import MemoryApi
 from vecmem.models import Hit
 from vecmem.storage.state.sessions import SessionStore

@@ -149,7 +149,7 @@ class MemoryBank:
         ``memory_type`` None: the agent's rules type it (fact, preference, instruction or conclusion: "I prefer
         concise code" is a preference, "Always answer in Chinese" an instruction; a fact when no cue says
         otherwise), and ``type_inferred`` says so. Then, unless ``resolve=False``, the agent's supersession
-        decides (agent/conflict.py, through the registered ``AddResolver``: resolving.py): the same statement
+        decides (agent/writing/conflict.py, through the registered ``AddResolver``: resolving.py): the same statement
         again is no new memory (``unchanged``, the stored one returned); a new value of a one-value slot, or a
         change cue with a new value ("我住在上海" after "我住在杭州", "I moved to Shanghai" after "I live in
         Hangzhou") supersedes every live memory of the slot it revises, within scope (a session's memory only
@@ -214,7 +214,7 @@ class MemoryBank:
                      session_id: str | None = None) -> AddMessagesResult:
         """Learn from chat messages (dicts with ``role`` and ``content``, ``Turn``s, or one string: a user message)
         as the chat's agent learns from a turn: each user message through the write gate, extraction and
-        supersession, assistant messages as context only; rules, or the configured model (agent/learn.py,
+        supersession, assistant messages as context only; rules, or the configured model (agent/writing/learn.py,
         learning.py); each memory records its provenance (the session, the message's ``id`` or position)."""
         turns = learning.chat_messages(messages)
         user, session = self._user(user_id), None if session_id is None else validate_session_id(session_id)

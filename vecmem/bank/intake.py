@@ -44,7 +44,7 @@ ALTERNATE_IDS = 8  # derived ids tried after the first; past them (8 edits of on
 _ATTRIBUTIONS = (INJECTION_PREFIX, "The user said: ", "用户：")  # one attribution, never two
 
 # Text that tries to steer the assistant itself rather than tell it about the user: "ignore previous
-# instructions", "you are now ...", "system prompt", 忽略之前的指令. The chat's extraction (agent/extract.py)
+# instructions", "you are now ...", "system prompt", 忽略之前的指令. The chat's extraction (agent/writing/extract.py)
 # asks the same question of the user's message through agent.rules.looks_like_injection.
 _INJECTION = re.compile("|".join(f"(?:{pattern})" for pattern in (
     r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|all|any|your|the)\b.{0,25}"

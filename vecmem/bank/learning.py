@@ -52,7 +52,7 @@ class SkippedMessage:
 
     index: int  # its position in the messages given (0-based, assistant and system messages counted)
     content: str
-    stage: str  # "rules", "lexicon" or "model" (agent/gate.py)
+    stage: str  # "rules", "lexicon" or "model" (agent/writing/gate.py)
     reason: str
 
     def to_dict(self) -> dict[str, Any]:

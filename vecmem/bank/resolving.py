@@ -2,14 +2,14 @@
 whether the new statement is new, already remembered, or an update of what is stored.
 
 **Why a registered resolver.** Deciding that "我住在上海" revises "我住在杭州" is the memory agent's supersession
-rule (vecmem/agent/conflict.py and its slot model, topics.py), and typing "I prefer concise code" as a
+rule (vecmem/agent/writing/conflict.py and its slot model, topics.py), and typing "I prefer concise code" as a
 preference is the agent's classification (rules.py). The agent layer sits *above* the bank and may not be
 imported by it (the import-linter contract in pyproject.toml), so the bank asks for an ``AddResolver``, this
 module's protocol, exactly as it asks for the ``MessageLearner`` of ``add_messages`` (learning.py):
 
 * given through its constructor, ``MemoryBank(..., resolver=...)`` (tests pass fakes this way);
 * otherwise the factory registered here: ``vecmem/__init__.py`` registers one that loads the agent's
-  ``AddResolution`` (agent/adding.py) when a bank first adds (any ``import vecmem...`` runs it, before a bank
+  ``AddResolution`` (agent/writing/adding.py) when a bank first adds (any ``import vecmem...`` runs it, before a bank
   can exist, without loading the agent layer); ``default_resolver`` says so plainly if nothing was registered.
 
 **What the bank does with it.** The bank validates and screens the memory as always, then under the user's write

@@ -236,7 +236,7 @@ class Retriever:
         stored: dict[str, np.ndarray] | None = None
         if mode != "dense":
             asked_parts = query_parts(worded)
-            variants = spelling_variants(view.snapshot, worded, asked_parts)  # words the index lacks (variants.py)
+            variants = spelling_variants(snapshot.index, worded, asked_parts)  # words the index lacks (variants.py)
             keyword = snapshot.index.search(asked_parts, view, wanted, variants.parts)
             top = [memory_id for memory_id, _ in keyword.top]
             if held is not None and held.complete:

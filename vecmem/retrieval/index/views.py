@@ -3,25 +3,40 @@ scores of one query (``KeywordResult``). Split from keyword.py, which re-exports
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
 from vecmem.models import MemoryFilter
 from vecmem.retrieval.index.columns import TYPE_NAMES as _TYPE_NAMES
 
-if TYPE_CHECKING:
-    from vecmem.retrieval.index.keyword import IndexSnapshot
+__all__ = ["FilterView", "IndexColumns", "KeywordResult"]
 
-__all__ = ["FilterView", "KeywordResult"]
+
+class IndexColumns(Protocol):
+    """What a view reads of a keyword index snapshot (keyword.IndexSnapshot): its per-slot columns, and the
+    BM25 search it runs over the slots a view lets through."""
+
+    generation: int
+    slots: Mapping[str, int]
+    types: np.ndarray
+    importance: np.ndarray
+    created: np.ndarray
+    last: np.ndarray
+
+    @property
+    def id_array(self) -> np.ndarray: ...
+
+    def search(self, query_parts: Sequence[tuple[Sequence[str], float]], view: FilterView, top_n: int,
+               variants: Sequence[tuple[Sequence[str], float]] = ()) -> KeywordResult: ...
 
 
 class FilterView:
     """One search's view of a snapshot: which memories a filter lets through (computed once per search)."""
 
     def __init__(
-        self, snapshot: IndexSnapshot, mask: np.ndarray, memory_filter: MemoryFilter, type_sizes: dict[str, int]
+        self, snapshot: IndexColumns, mask: np.ndarray, memory_filter: MemoryFilter, type_sizes: dict[str, int]
     ) -> None:
         self.snapshot = snapshot
         self.mask = mask  # per slot of the snapshot

@@ -36,7 +36,6 @@ from vecmem.errors import EmbeddingMismatchError
 from vecmem.models import MEMORY_TYPES
 from vecmem.storage.chroma.client import chroma_errors
 from vecmem.storage.chroma.moves import (
-    REBUILD_SUFFIX,
     move_to_dedicated,
     move_to_shared,
     rebuild_dedicated,
@@ -48,6 +47,7 @@ from vecmem.storage.chroma.moves import (
 )
 from vecmem.storage.chroma.registry import ChromaRegistry
 from vecmem.storage.chroma.shared import (
+    REBUILD_SUFFIX,
     USER_PREFIX,
     SharedPlace,
     collection_name,

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from vecmem.errors import StoreError
 from vecmem.storage.chroma.client import chroma_errors
 from vecmem.storage.chroma.shared import (
     PLACE_KEY,
+    REBUILD_SUFFIX,
     SharedPlace,
     collection_name,
     model_of,
@@ -42,13 +43,37 @@ from vecmem.storage.chroma.shared import (
     user_key,
 )
 
-if TYPE_CHECKING:
-    from vecmem.storage.chroma.layout import ChromaCollections
-
-__all__ = ["REBUILD_SUFFIX", "copy_embedded", "move_to_dedicated", "move_to_shared", "rebuild_dedicated",
+__all__ = ["ChromaCollections", "copy_embedded", "move_to_dedicated", "move_to_shared", "rebuild_dedicated",
            "rebuild_shared", "split_legacy", "stage_user", "swap_in", "switch_shared", "sync_embedded"]
 
-REBUILD_SUFFIX = "-reindex"  # a user's collection being rebuilt by a reindex
+
+
+class ChromaCollections(Protocol):
+    """What a move uses of the store's collections (layout.ChromaCollections, which calls these functions): the
+    registry's collections and entries, and the layout's two hooks after a user's memories moved."""
+
+    client: Any
+    model_name: str
+
+    def get(self, name: str) -> Any | None: ...
+
+    def create(self, name: str, metadata: dict[str, Any], hnsw: dict[str, Any] = ...) -> Any: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def user_metadata(self, user_id: str, dimension: int, memory_type: str, **extra: Any) -> dict[str, Any]: ...
+
+    def shared_for(self, model_name: str, dimension: int, user_id: str) -> Any: ...
+
+    def place(self, shared: Any, user_id: str, memory_type: str) -> SharedPlace: ...
+
+    def entry(self, user_id: str) -> dict[str, Any] | None: ...
+
+    def put_entry(self, user_id: str, layout: str, shared: str, types: Iterable[str]) -> None: ...
+
+    def refresh(self, user_id: str) -> None: ...
+
+    def announce_reset(self, user_id: str) -> None: ...
 
 _ROWS = ["documents", "metadatas", "embeddings"]
 

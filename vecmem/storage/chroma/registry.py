@@ -20,8 +20,8 @@ from typing import Any
 
 from vecmem.errors import ConfigError, EmbeddingMismatchError
 from vecmem.storage.chroma.client import chroma_errors, create_or_existing, found_or_none
-from vecmem.storage.chroma.moves import REBUILD_SUFFIX
 from vecmem.storage.chroma.shared import (
+    REBUILD_SUFFIX,
     SHARED_HNSW,
     SHARED_PREFIX,
     USER_PREFIX,

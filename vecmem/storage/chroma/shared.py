@@ -33,10 +33,13 @@ from vecmem.storage.chroma.client import DIMENSION_HINT, chroma_errors
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "REBUILD_SUFFIX",
     "PLACE_KEY", "SHARED_BUCKETS", "SHARED_HNSW", "SHARED_PREFIX", "USER_PREFIX", "SharedPlace", "collection_name",
     "documents_of", "typed_rows", "model_of", "pages", "shared_model_prefix", "shared_name", "shared_nearest",
     "user_key", "with_vectors",
 ]
+
+REBUILD_SUFFIX = "-reindex"  # a user's collection being rebuilt by a reindex
 
 USER_PREFIX = "vecmem-u-"
 _PAGE = 1000  # rows per Chroma get() page when scanning a collection

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from vecmem.agent.conflict import ConflictResolver, Resolution, Written
-from vecmem.agent.extract import Extractor
-from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.llm import ChatModel, chat_model_from_settings
+from vecmem.agent.writing.conflict import ConflictResolver, Resolution, Written
+from vecmem.agent.writing.extract import Extractor
+from vecmem.agent.writing.gate import GateDecision, WriteGate
 from vecmem.bank.api import MemoryApi
 from vecmem.bank.learning import AddMessagesResult, SkippedMessage
 from vecmem.config import Settings

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from vecmem.agent import rules
-from vecmem.agent.events import dated, event_reason
-from vecmem.agent.person import named, third_person
-from vecmem.agent.topics import facets
+from vecmem.agent.writing.events import dated, event_reason
+from vecmem.agent.writing.person import named, third_person
+from vecmem.agent.writing.topics import facets
 from vecmem.text import drop_full_stop, has_cjk, split_sentences
 
 __all__ = ["Statement", "split_sentences", "clauses", "statements", "why_not"]

@@ -19,7 +19,7 @@ from datetime import datetime
 from vecmem.agent import rules
 from vecmem.agent.llm import ChatModel, parse_json_object
 from vecmem.agent.schemas import GateReply, validate_reply
-from vecmem.agent.statements import statements, why_not
+from vecmem.agent.writing.statements import statements, why_not
 
 __all__ = ["GateDecision", "WriteGate"]
 

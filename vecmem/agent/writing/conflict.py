@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vecmem.agent import topics
-from vecmem.agent.extract import Candidate
+from vecmem.agent.writing import topics
+from vecmem.agent.writing.extract import Candidate
 from vecmem.bank import chains
 from vecmem.bank.api import MemoryApi
 from vecmem.maintenance.hygiene import needs_review

@@ -17,8 +17,8 @@ statement the caller already chose, and the rules decide it in milliseconds, off
 from __future__ import annotations
 
 from vecmem.agent import rules
-from vecmem.agent.conflict import ConflictResolver
-from vecmem.agent.extract import Candidate
+from vecmem.agent.writing.conflict import ConflictResolver
+from vecmem.agent.writing.extract import Candidate
 from vecmem.bank.api import MemoryApi
 from vecmem.bank.resolving import AddResult, TypeGuess, Write
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
