@@ -5,20 +5,13 @@ importance, and handed to the model inside a token budget. Start with ``MemoryBa
 
 Every name below is loaded when it is first used (PEP 562 ``__getattr__``), so ``import vecmem`` and whatever
 imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/owner/opening.py) pay only
-for what they use; ``from vecmem import MemoryBank`` works as it always did. Importing vecmem registers the memory
-agent's learner for ``MemoryBank.add_messages`` (bank/learning.py), loaded when a bank first learns, and
-its resolver for ``MemoryBank.add`` (types a statement, decides what it replaces: bank/resolving.py),
-loaded when a bank first adds. This is where the process is assembled: the bank declares what it needs, the
-agent layer implements it, and the top-level package hands one to the other.
+for what they use; ``from vecmem import MemoryBank`` works as it always did. That ``MemoryBank`` is the assembled
+one (vecmem/assembly.py): the bank declares what ``add`` and ``add_messages`` need, the memory agent implements
+it, and the assembly hands one to the other. Importing vecmem registers nothing and runs nothing else.
 """
 
 import importlib
 import typing
-
-from vecmem.bank.learning import MessageLearner as _MessageLearner
-from vecmem.bank.learning import register_learner as _register_learner
-from vecmem.bank.resolving import AddResolver as _AddResolver
-from vecmem.bank.resolving import register_resolver as _register_resolver
 
 if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HOMES says the same for __getattr__
     from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
@@ -27,8 +20,9 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.agent.writing.gate import GateDecision
     from vecmem.agent.writing.learn import Learner
     from vecmem.aio import AsyncMemoryBank
+    from vecmem.assembly import MemoryBank
     from vecmem.bank.api import MemoryApi
-    from vecmem.bank.facade import MemoryBank, content_id
+    from vecmem.bank.facade import content_id
     from vecmem.bank.learning import AddMessagesResult, MessageLearner, SkippedMessage
     from vecmem.bank.listing import MemoryPage
     from vecmem.bank.resolving import AddResolver, AddResult, TypeGuess
@@ -184,7 +178,8 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
     "vecmem.aio": ("AsyncMemoryBank",),
     "vecmem.bank.api": ("MemoryApi",),
-    "vecmem.bank.facade": ("MemoryBank", "content_id"),
+    "vecmem.assembly": ("MemoryBank",),
+    "vecmem.bank.facade": ("content_id",),
     "vecmem.config": ("BudgetShares", "RankWeights", "Settings"),
     "vecmem.errors": (
         "BudgetError", "ConfigError", "ConflictError", "EmbeddingError", "EmbeddingMismatchError", "ExtractionError",
@@ -228,19 +223,3 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_WHERE})
-
-
-def _agent_learner() -> _MessageLearner:
-    from vecmem.agent.writing.learn import Learner  # the agent layer, and its rules, only once a bank learns
-
-    return Learner()
-
-
-def _agent_resolver() -> _AddResolver:
-    from vecmem.agent.writing.adding import AddResolution  # the agent's rules, only once a bank adds
-
-    return AddResolution()
-
-
-_register_learner(_agent_learner)
-_register_resolver(_agent_resolver)

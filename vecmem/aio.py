@@ -37,8 +37,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from vecmem.assembly import MemoryBank
 from vecmem.bank.api import MemoryApi
-from vecmem.bank.facade import MemoryBank
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, StoreError
 from vecmem.models import MemoryRecord
@@ -106,6 +106,14 @@ class AsyncMemoryBank:
     @property
     def settings(self) -> Settings:
         return self.bank.settings
+
+    @property
+    def location(self) -> str:
+        return self.bank.location
+
+    @property
+    def embed_model(self) -> str:
+        return self.bank.embed_model
 
     async def _run(self, function: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
         if self._closed:

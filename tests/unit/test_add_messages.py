@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from tests.conftest import ScriptedModel
 from vecmem import (
     AddMessagesResult,
+    ConfigError,
     InvalidInputError,
     Learner,
     LLMError,
@@ -169,7 +170,19 @@ def test_the_default_learner_uses_the_configured_model_as_the_chat_does(settings
     assert Learner(model=scripted).model_for(configured) is scripted
     with pytest.raises(InvalidInputError):
         Learner(model=scripted, offline=True)
-    assert isinstance(learning.default_learner(), Learner)  # the agent layer registered it at import
+
+
+def test_the_agents_parts_are_handed_to_the_bank_from_above(make_bank):
+    from vecmem.agent.writing.adding import AddResolution
+    from vecmem.bank.facade import MemoryBank as BareBank
+
+    bank = make_bank()  # vecmem.MemoryBank: the assembled bank (vecmem/assembly.py)
+    assert isinstance(bank._default_learner(), Learner)
+    assert isinstance(bank._default_resolver(), AddResolution)
+    with pytest.raises(ConfigError, match="without a message learner"):
+        BareBank._default_learner(bank)  # the bank alone has none: nothing registered it behind its back
+    with pytest.raises(ConfigError, match="without an add resolver"):
+        BareBank._default_resolver(bank)
 
 
 def _scripted(seen: list[str], *, scope: str = "global"):

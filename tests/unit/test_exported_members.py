@@ -103,7 +103,7 @@ def test_memory_types_and_statuses_have_literal_aliases():
 
 def test_importing_vecmem_loads_little_and_a_bank_still_learns(tmp_path):
     """`import vecmem` (which any `vecmem.x` import runs first) loads neither the agent nor numpy nor the framework
-    adapters' SDKs; a bank that learns from messages gets the agent's learner all the same, loaded then."""
+    adapters' SDKs; vecmem's bank learns from messages with the agent's learner all the same, loaded then."""
     import os
     import subprocess
     import sys
@@ -115,11 +115,12 @@ import sys
 import vecmem
 assert not {{"vecmem.agent", "vecmem.bank.facade", "numpy", "pydantic", "langgraph", "langchain_core"}} & set(sys.modules)
 from tests.conftest import FakeEmbedder
-from vecmem.bank.facade import MemoryBank
+from vecmem import MemoryBank
 from vecmem.config import Settings
 from vecmem.storage.memory import InMemoryStore
 bank = MemoryBank(Settings(home={str(tmp_path)!r}), embedder=FakeEmbedder(), store=InMemoryStore(model_name="fake"),
                   verify_model=False)
+assert "vecmem.agent" not in sys.modules  # opening a bank does not load the agent either
 print([record.content for record in bank.add_messages("I live in Berlin").written])
 """
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO,

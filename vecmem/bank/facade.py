@@ -7,10 +7,12 @@
 
 Every part can be replaced through the constructor (an embedder, a token counter, a clock, the store itself),
 which is how the tests run without the real model. The bank validates arguments, holds the write lock and wires
-the parts; what each operation does lives in vecmem/maintenance/ (a module a concern: the write path, edits,
-supersession, listing, transfer, erasure, forgetting, review, the doctor), written against ``MemoryStore``. ``add_messages`` runs the memory agent's write side, which the agent layer
-registers (bank/learning.py: the agent is a layer above and cannot be imported here); ``add`` types and
-resolves a statement with the agent's rules in the same way (bank/resolving.py).
+the parts; what each operation does lives beside it in vecmem/bank/ (a module a concern: the write path, edits,
+supersession chains, listing, erasure, review, intake) and in vecmem/maintenance/ (the doctor, forgetting,
+import and export, statistics), written against ``MemoryStore``. ``add_messages`` runs the memory agent's write
+side and ``add`` types and resolves a statement with the agent's rules: the agent is a layer above and cannot be
+imported here, so its parts are handed to the bank from above (vecmem/assembly.py, the ``MemoryBank`` the package
+exports) or through the constructor.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from vecmem.bank import chains, edits, erase, intake, learning, listing, opening, resolving, review
+from vecmem.bank import chains, edits, erase, intake, learning, listing, opening, review
 from vecmem.bank.learning import AddMessagesResult, MessageLearner
 from vecmem.bank.listing import MemoryPage
 from vecmem.bank.resolving import AddResolver, AddResult
 from vecmem.bank.writes import WritePath
 from vecmem.config import Settings
-from vecmem.errors import NotFoundError
+from vecmem.errors import ConfigError, NotFoundError
 from vecmem.maintenance import hygiene, transfer
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
@@ -68,8 +70,9 @@ class MemoryBank:
                  verify_model: bool = True, store: MemoryStore | None = None,
                  learner: MessageLearner | None = None, resolver: AddResolver | None = None) -> None:
         """``store``: a store the caller opened (the in-memory one of the tests), used as is and closed by ``close``
-        (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs (default: the agent's, learning.py).
-        ``resolver``: what types and resolves a direct ``add`` (default: the agent's, resolving.py)."""
+        (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs, ``resolver``: what types and resolves a direct
+        ``add`` (default: ``_default_learner`` and ``_default_resolver``, which the assembled bank, vecmem/assembly.py,
+        gives the memory agent's)."""
         self._learner = learner
         self._resolver = resolver
         self.settings = settings if settings is not None else Settings.from_env()
@@ -207,8 +210,19 @@ class MemoryBank:
 
     def _resolving(self) -> AddResolver:
         if self._resolver is None:
-            self._resolver = resolving.default_resolver()
+            self._resolver = self._default_resolver()
         return self._resolver
+
+    def _default_resolver(self) -> AddResolver:
+        """What resolves an add when none was given: none here; the assembled bank (vecmem/assembly.py, what
+        ``from vecmem import MemoryBank`` gives) has the memory agent's."""
+        raise ConfigError("this bank was built without an add resolver: pass MemoryBank(resolver=...), add with "
+                          "resolve=False, or use vecmem.MemoryBank, which has the memory agent's")
+
+    def _default_learner(self) -> MessageLearner:
+        """What ``add_messages`` runs when no learner was given: none here; the assembled bank has the agent's."""
+        raise ConfigError("this bank was built without a message learner: pass MemoryBank(learner=...), or use "
+                          "vecmem.MemoryBank, which has the memory agent's")
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = None,
                      session_id: str | None = None) -> AddMessagesResult:
@@ -219,7 +233,7 @@ class MemoryBank:
         turns = learning.chat_messages(messages)
         user, session = self._user(user_id), None if session_id is None else validate_session_id(session_id)
         if self._learner is None:
-            self._learner = learning.default_learner()
+            self._learner = self._default_learner()
         return self._learner.learn(self, turns, user_id=user, session_id=session)
 
     def add_records(self, records: Iterable[MemoryRecord], *, overwrite: bool = False,

@@ -1,16 +1,11 @@
-"""``MemoryBank.add_messages``: what learning from a list of chat messages takes and returns, and how the bank
-finds the code that does it.
+"""``MemoryBank.add_messages``: what learning from a list of chat messages takes and returns, and the protocol of
+the code that does it.
 
-**Why a registered learner.** Learning from messages is the memory agent's write side (the write gate,
-extraction, supersession: vecmem/agent/), and the agent layer sits *above* the bank: it wraps a ``MemoryBank``,
-so the bank may not import it (the import-linter contract in pyproject.toml). The bank therefore asks for a
-``MessageLearner``, this module's protocol, in one of two ways:
-
-* given through its constructor, ``MemoryBank(..., learner=Learner(model=...))`` (tests pass fakes this way);
-* otherwise the one registered here: ``vecmem/__init__.py`` registers a factory that loads the agent's
-  ``Learner`` when a bank first learns (so any ``import vecmem...`` registers it before a bank can exist, without
-  loading the agent layer), and ``vecmem/agent/__init__.py`` registers ``Learner`` itself when it is imported;
-  ``default_learner`` says so plainly if neither ever happened.
+**Why a protocol.** Learning from messages is the memory agent's write side (the write gate, extraction,
+supersession: vecmem/agent/), and the agent layer sits *above* the bank: it wraps a ``MemoryBank``, so the bank
+may not import it (the import-linter contract in pyproject.toml). The bank asks for a ``MessageLearner``, this
+module's protocol: given through its constructor (``MemoryBank(..., learner=Learner(model=...))``; tests pass
+fakes this way), or by the assembled bank (vecmem/assembly.py), which gives the agent's ``Learner``.
 
 **What is accepted** (``chat_messages``): a plain string (one user message), or a non-empty list of messages,
 each a ``Turn`` or a mapping with ``role`` ("user", "assistant" or "system") and ``content`` (text, not blank,
@@ -30,16 +25,16 @@ that already said what a message said.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from vecmem.errors import ConfigError, InvalidInputError
+from vecmem.errors import InvalidInputError
 from vecmem.models import MemoryRecord, Turn
 from vecmem.validation import check_choice, check_message_id, check_speaker, check_text, check_time
 
 __all__ = ["MAX_MESSAGES", "MAX_MESSAGE_CHARS", "ROLES", "AddMessagesResult", "MessageLearner", "SkippedMessage",
-           "chat_messages", "default_learner", "register_learner"]
+           "chat_messages"]
 
 MAX_MESSAGES = 500  # a long conversation; more is a transcript to feed in parts (each part is its own call)
 MAX_MESSAGE_CHARS = 32_000  # the bank's query limit: a message is retrieved against, and shown to a model
@@ -91,20 +86,6 @@ class MessageLearner(Protocol):
               session_id: str | None) -> AddMessagesResult: ...
 
 
-_registered: list[Callable[[], MessageLearner]] = []  # the factory the agent layer registered (the last one)
-
-
-def register_learner(factory: Callable[[], MessageLearner]) -> None:
-    """Make ``factory`` what a bank without a learner of its own uses (called once per bank)."""
-    _registered[:] = [factory]
-
-
-def default_learner() -> MessageLearner:
-    """A new learner from the registered factory."""
-    if not _registered:
-        raise ConfigError("no message learner is registered (import vecmem, which registers the memory agent's), "
-                          "or pass MemoryBank(learner=...)")
-    return _registered[0]()
 
 
 def chat_messages(messages: object, *, field: str = "messages", empty_ok: bool = False) -> tuple[Turn, ...]:

@@ -1,16 +1,14 @@
 """``MemoryBank.add`` / ``remember``: what a direct add reports, and how the bank finds the code that decides
 whether the new statement is new, already remembered, or an update of what is stored.
 
-**Why a registered resolver.** Deciding that "我住在上海" revises "我住在杭州" is the memory agent's supersession
+**Why a protocol.** Deciding that "我住在上海" revises "我住在杭州" is the memory agent's supersession
 rule (vecmem/agent/writing/conflict.py and its slot model, topics.py), and typing "I prefer concise code" as a
 preference is the agent's classification (rules.py). The agent layer sits *above* the bank and may not be
 imported by it (the import-linter contract in pyproject.toml), so the bank asks for an ``AddResolver``, this
 module's protocol, exactly as it asks for the ``MessageLearner`` of ``add_messages`` (learning.py):
 
-* given through its constructor, ``MemoryBank(..., resolver=...)`` (tests pass fakes this way);
-* otherwise the factory registered here: ``vecmem/__init__.py`` registers one that loads the agent's
-  ``AddResolution`` (agent/writing/adding.py) when a bank first adds (any ``import vecmem...`` runs it, before a bank
-  can exist, without loading the agent layer); ``default_resolver`` says so plainly if nothing was registered.
+given through its constructor, ``MemoryBank(..., resolver=...)`` (tests pass fakes this way), or by the
+assembled bank (vecmem/assembly.py), which gives the agent's ``AddResolution`` (agent/writing/adding.py).
 
 **What the bank does with it.** The bank validates and screens the memory as always, then under the user's write
 lock hands the resolver the record and a ``write`` callable that stores a record as given (the plain add, its
@@ -24,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from vecmem.errors import ConfigError
 from vecmem.models import MemoryRecord
 
-__all__ = ["ACTIONS", "AddAction", "AddResolver", "AddResult", "TypeGuess", "Write", "default_resolver", "register_resolver"]
+__all__ = ["ACTIONS", "AddAction", "AddResolver", "AddResult", "TypeGuess", "Write"]
 
 AddAction = Literal["added", "replaced", "unchanged"]
 ACTIONS: tuple[AddAction, ...] = ("added", "replaced", "unchanged")
@@ -91,17 +88,3 @@ class AddResolver(Protocol):
         stores it and the memories it revises are superseded by it."""
 
 
-_registered: list[Callable[[], AddResolver]] = []  # the factory the agent layer registered (the last one)
-
-
-def register_resolver(factory: Callable[[], AddResolver]) -> None:
-    """Make ``factory`` what a bank without a resolver of its own uses (called once per bank)."""
-    _registered[:] = [factory]
-
-
-def default_resolver() -> AddResolver:
-    """A new resolver from the registered factory."""
-    if not _registered:
-        raise ConfigError("no add resolver is registered (import vecmem, which registers the memory agent's), "
-                          "or pass MemoryBank(resolver=...), or add with resolve=False")
-    return _registered[0]()

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from vecmem.aio import bank_of
-from vecmem.bank.facade import MemoryBank
+from vecmem.assembly import MemoryBank
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.integrations.item_bank import ItemBank, PreparedPut

@@ -99,7 +99,7 @@ def _choose(settings: Settings, verify_model: bool, factory: BankFactory | None)
 def _opened(settings: Settings, verify_model: bool, factory: BankFactory | None) -> MemoryApi:
     if factory is not None:
         return factory(settings, verify_model=verify_model)
-    from vecmem.bank.facade import MemoryBank  # Chroma and the model only once the store is opened here
+    from vecmem.assembly import MemoryBank  # Chroma and the model only once the store is opened here
 
     return MemoryBank(settings, verify_model=verify_model)
 
