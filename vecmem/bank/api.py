@@ -23,8 +23,9 @@ from vecmem.config import Settings
 from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
+from vecmem.retrieval.budget import TokenCounter
 
-__all__ = ["MemoryApi"]
+__all__ = ["LocalMemoryApi", "MemoryApi"]
 
 
 class MemoryApi(Protocol):
@@ -116,3 +117,17 @@ class MemoryApi(Protocol):
     def doctor(self, *, repair: bool = ...) -> DoctorReport: ...
 
     def reindex(self, progress: Callable[[int], None] | None = ...) -> dict[str, int]: ...
+
+
+class LocalMemoryApi(MemoryApi, Protocol):
+    """What only a bank opened in this process offers besides ``MemoryApi``: its token counter (what a caller that
+    assembles its own prompt counts with), every user of the store, and records written as they are (a store's
+    own transfer: the remote client has ``import_jsonl`` for that). ``MemoryBank`` is one."""
+
+    @property
+    def token_counter(self) -> TokenCounter: ...
+
+    def users(self) -> list[str]: ...
+
+    def add_records(self, records: Iterable[MemoryRecord], *, overwrite: bool = ...,
+                    progress: Callable[[int], None] | None = ...) -> ImportReport: ...
