@@ -2,7 +2,7 @@
 find, so the keyword side cannot find it and the set measures what the embedding understands.
 
 The tokens on each side are the keyword index's own: a memory's ``memory_tokens`` (content, tags, context), a
-query's terms without the words that only make it a question (``query_parts``), of the whole query and of each
+query's terms without the words that only make it a question (``ParsedQuery.keyword_parts``), of the whole query and of each
 part a multi-part question is split into. Questions come in four groups, by the language of the question and of
 its memory (zh→zh, en→en, en→zh, zh→en), tagged as each query's category so the eval's table breaks them down.
 """
@@ -14,9 +14,8 @@ from collections import Counter
 import pytest
 
 from tests.conftest import REPO
-from vecmem.retrieval.fusion import query_parts, query_terms
-from vecmem.retrieval.query.question import split_question
-from vecmem.retrieval.query.tokenize import memory_tokens, split_dialogue
+from vecmem.retrieval.query.parsed import parse_query
+from vecmem.retrieval.query.tokenize import memory_tokens
 from vecmem.text import has_cjk
 
 PATH = REPO / "data" / "eval" / "paraphrase.json"
@@ -36,10 +35,8 @@ def dataset():
 
 def query_tokens(query: str) -> set[str]:
     """What the keyword side searches for: the query's parts' tokens, and those of each question it splits into."""
-    utterances = split_dialogue(query)
-    asked = [query_terms(query, utterances)]
-    asked += [query_terms(part, None) for part in (split_question(query) or []) if utterances is None]
-    return {token for worded in asked for tokens, _ in query_parts(worded) for token in tokens}
+    parsed = parse_query(query)
+    return {token for read in {parsed, *parsed.asked} for tokens, _ in read.keyword_parts for token in tokens}
 
 
 def shared_tokens(query: str, record) -> set[str]:

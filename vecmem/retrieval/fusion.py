@@ -69,13 +69,10 @@ import numpy as np
 
 from vecmem.retrieval.embedding.calibration import Anchors
 from vecmem.retrieval.index.keyword import KeywordResult
-from vecmem.retrieval.query.question import QUERY_STOPWORDS
-from vecmem.retrieval.query.tokenize import recency_weights, terms
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 
-__all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
+__all__ = ["DATE_SHARE", "Fusion", "Fusions", "cosine"]
 
-DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
 DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
 
@@ -186,23 +183,3 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """As Chroma's cosine space computes it (the vectors of every shipped embedder are unit length already)."""
     norms = float(np.linalg.norm(a) * np.linalg.norm(b))
     return float(a @ b) / norms if norms > 0 else 0.0
-
-
-def query_terms(query: str, utterances: list[str] | None) -> list[list[tuple[str, str]]]:
-    """The query's terms (tokenize.terms), tokenized once for ranking and for each hit's matched terms: the query
-    whole, or each utterance of a dialogue. Every word, in its place: a name's place tells it from a sentence's
-    first word (variants.py); ``asks_about`` leaves out the words that only make the query a question."""
-    return [terms(text) for text in ([query] if utterances is None else utterances)]
-
-
-def asks_about(part: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The terms of one part that say what it asks about: without QUERY_STOPWORDS (question.py)."""
-    return [(surface, token) for surface, token in part if surface.lower() not in QUERY_STOPWORDS]
-
-
-def query_parts(worded: list[list[tuple[str, str]]]) -> list[tuple[list[str], float]]:
-    """The keyword side's (tokens, weight) parts of ``query_terms``: one of weight 1 for a plain query, one per
-    utterance of a dialogue, the latest weighing most."""
-    weights = recency_weights(len(worded), DIALOGUE_KEYWORD_DECAY)
-    return [([token for _, token in asks_about(part)], float(weight))
-            for part, weight in zip(worded, weights, strict=True)]

@@ -30,21 +30,13 @@ from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedding.calibration import LANGUAGES, Anchors, language, pair_of
 from vecmem.retrieval.embedding.embedders import Embedder
-from vecmem.retrieval.fusion import (
-    DIALOGUE_KEYWORD_DECAY,
-    Fusion,
-    Fusions,
-    asks_about,
-    cosine,
-    query_parts,
-    query_terms,
-)
+from vecmem.retrieval.fusion import Fusion, Fusions, cosine
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.index.replica import Replicas, Snapshot, _Copy
-from vecmem.retrieval.query.question import split_question
-from vecmem.retrieval.query.timeframe import TimeWindow, find_window
-from vecmem.retrieval.query.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
+from vecmem.retrieval.query.parsed import DIALOGUE_KEYWORD_DECAY, ParsedQuery, parse_query
+from vecmem.retrieval.query.timeframe import TimeWindow
+from vecmem.retrieval.query.tokenize import matched_terms, memory_tokens, recency_weights
 from vecmem.retrieval.query.variants import NO_VARIANTS, Variants, spelling_variants
 from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
 from vecmem.retrieval.relevance import Cohort
@@ -154,19 +146,15 @@ class Retriever:
             return rank_by_importance(records, now=now, weights=settings.weights,
                                       decay_per_day=settings.recency_decay_per_day)[:k]
         wanted = max(k * settings.overfetch_factor, settings.min_candidates)
-        utterances = split_dialogue(query)
+        parsed = parse_query(query)  # read once, and once for the agent's several searches of one message
         # the time the question names (timeframe.py): evidence in the similarity (fusion.py) and, in place of
-        # closeness to now, the recency term (rank.py); a conversation's "today" names none (fusion.py)
-        window = find_window(query, now) if utterances is None else None
-        worded = query_terms(query, utterances)
+        # closeness to now, the recency term (rank.py); a conversation's "today" names none
+        window = parsed.window(now)
         snapshot = self._replicas.snapshot(user)
         view = snapshot.index.view(memory_filter)
         # a question that asks several things is retrieved part by part, each memory counting by the part that
         # points at it most (question.py); anything else is one part
-        questions = split_question(query) if utterances is None else None
-        asked = [(query, utterances, worded)] if questions is None else [(q, None, query_terms(q, None))
-                                                                         for q in questions]
-        sides = [self._side(user, text, said, words, snapshot, view, wanted) for text, said, words in asked]
+        sides = [self._side(user, part, snapshot, view, wanted) for part in parsed.asked]
         candidates = list(dict.fromkeys(memory_id for side in sides for memory_id in side.candidates))
         vector, dense, held = sides[0].vector, sides[0].dense, snapshot.vectors
         if window is not None:  # memories of the window that neither side found
@@ -204,7 +192,7 @@ class Retriever:
                 parts[record.id] = (dense_part, relative, fusion.relevance(record.id))
         hits = rerank(pairs, now=now, weights=settings.weights, decay_per_day=settings.recency_decay_per_day,
                       window=window)[:k]
-        terms_asked = [term for part in worded for term in asks_about(part)]
+        terms_asked = parsed.asked_terms
         terms_asked += [term for side in sides for term in side.variants.terms]  # variants: "Muhammad" matched
         # why each hit was found, for the k returned only: the query's terms its stored tokens hold (any mode)
         return [replace(hit, dense=parts[hit.id][0], keyword=parts[hit.id][1], relevance=parts[hit.id][2],
@@ -223,20 +211,19 @@ class Retriever:
             return None
         return self._cohort.calibration().closeness(cosine, asked_in, language(content))
 
-    def _side(self, user: str, query: str, utterances: list[str] | None, worded: list[list[tuple[str, str]]],
-              snapshot: Snapshot, view: FilterView, wanted: int) -> _Side:
+    def _side(self, user: str, query: ParsedQuery, snapshot: Snapshot, view: FilterView, wanted: int) -> _Side:
         """Both sides' candidates of one query (or one part of a multi-part question), each with its cosine."""
         mode = self.settings.search_mode
         held = snapshot.vectors
         # The query is embedded in another thread while the keyword side runs here and reads the stored vectors
         # of its candidates (both take a few ms; the embedding 8 ms, mostly outside the GIL).
-        pending = None if mode == "keyword" else self._submit(self._query_vector, query, utterances)
+        pending = None if mode == "keyword" else self._submit(self._query_vector, query.text, query.utterances)
         keyword: KeywordResult | None = None
         variants = NO_VARIANTS
         stored: dict[str, np.ndarray] | None = None
         if mode != "dense":
-            asked_parts = query_parts(worded)
-            variants = spelling_variants(snapshot.index, worded, asked_parts)  # words the index lacks (variants.py)
+            asked_parts = query.keyword_parts
+            variants = spelling_variants(snapshot.index, query.terms, asked_parts)  # words the index lacks (variants.py)
             keyword = snapshot.index.search(asked_parts, view, wanted, variants.parts)
             top = [memory_id for memory_id, _ in keyword.top]
             if held is not None and held.complete:
@@ -358,12 +345,12 @@ class Retriever:
                             key=lambda pair: (-pair[0], pair[1]))[:wanted]
             return [memory_id for _, memory_id in ranked], [value for value, _ in ranked]
 
-    def _query_vector(self, query: str, utterances: list[str] | None) -> Any:
+    def _query_vector(self, query: str, utterances: tuple[str, ...] | None) -> Any:
         """The query embedding; for a dialogue, the recency-weighted mean of its utterances (latest counts most:
         a long dialogue would otherwise be cut to its first 256 tokens by the model)."""
         if utterances is None:
             return self.embedder.embed_query(query)
-        vectors = self.embedder.embed_queries(utterances)
+        vectors = self.embedder.embed_queries(list(utterances))
         mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(mean))
         return mean / norm if norm else mean

@@ -1,0 +1,79 @@
+"""A query read once: ``ParsedQuery`` holds what every side of a search needs of the text (its utterances when it
+is a dialogue, its terms, the keyword side's parts, the parts of a multi-part question, each read the same way)
+and names the time it asks about for a given moment.
+
+``parse_query`` is pure and cached by text, so the several searches the memory agent runs for one message (the
+message itself, then wider: agent/recall.py) and a search's own parts read the text once between them; the time
+window is not cached, since "since Monday" ends at the moment of each search.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import datetime
+
+from vecmem.retrieval.query.question import QUERY_STOPWORDS, split_question
+from vecmem.retrieval.query.timeframe import TimeWindow, find_window
+from vecmem.retrieval.query.tokenize import recency_weights, split_dialogue, terms
+
+__all__ = ["DIALOGUE_KEYWORD_DECAY", "ParsedQuery", "Term", "asks_about", "parse_query"]
+
+DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
+PARSED_KEPT = 256  # queries kept parsed: a few turns' searches of each of a process's recent conversations
+
+Term = tuple[str, str]  # (as written, its token)
+
+
+def asks_about(part: tuple[Term, ...]) -> tuple[Term, ...]:
+    """The terms of one part that say what it asks about: without QUERY_STOPWORDS (question.py)."""
+    return tuple((surface, token) for surface, token in part if surface.lower() not in QUERY_STOPWORDS)
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """One query as every side of a search reads it.
+
+    ``utterances``: a dialogue's lines (tokenize.split_dialogue), or None for a plain query. ``terms``: the terms of
+    each part, every word in its place (a name's place tells it from a sentence's first word: variants.py): the
+    query whole, or each utterance. ``questions``: the parts of a question that asks several things
+    (question.py), each parsed as a query of its own, or None."""
+
+    text: str
+    utterances: tuple[str, ...] | None
+    terms: tuple[tuple[Term, ...], ...]
+    questions: tuple[ParsedQuery, ...] | None
+
+    @property
+    def asked(self) -> tuple[ParsedQuery, ...]:
+        """What is retrieved side by side: each part of a multi-part question, or the query itself."""
+        return self.questions if self.questions is not None else (self,)
+
+    @property
+    def keyword_parts(self) -> list[tuple[list[str], float]]:
+        """The keyword side's (tokens, weight) parts: one of weight 1 for a plain query, one per utterance of a
+        dialogue, the latest weighing most."""
+        weights = recency_weights(len(self.terms), DIALOGUE_KEYWORD_DECAY)
+        return [([token for _, token in asks_about(part)], float(weight))
+                for part, weight in zip(self.terms, weights, strict=True)]
+
+    @property
+    def asked_terms(self) -> list[Term]:
+        """Every term that says what the query asks about, in order (what a hit's matched terms are drawn from)."""
+        return [term for part in self.terms for term in asks_about(part)]
+
+    def window(self, now: datetime) -> TimeWindow | None:
+        """The span of time the query asks about, read at ``now`` (timeframe.py); a conversation's "today" names
+        none."""
+        return find_window(self.text, now) if self.utterances is None else None
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def parse_query(text: str) -> ParsedQuery:
+    """``text`` read once (see the module docstring); the same text gives the same (immutable) object."""
+    utterances = split_dialogue(text)
+    if utterances is not None:
+        return ParsedQuery(text, tuple(utterances), tuple(tuple(terms(line)) for line in utterances), None)
+    questions = split_question(text)
+    return ParsedQuery(text, None, (tuple(terms(text)),), None if questions is None else tuple(
+        ParsedQuery(question, None, (tuple(terms(question)),), None) for question in questions))  # each plainly
