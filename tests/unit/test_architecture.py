@@ -132,3 +132,21 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
     for name in graph:  # nor is a module importing the package above it for its public names
         graph[name] = {imported for imported in graph[name] if not name.startswith(imported + ".")}
     assert _cycles(graph) == []
+
+
+def _private_imports(path: Path) -> list[tuple[str, str]]:
+    return [(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vecmem")
+            for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def test_private_names_stay_in_their_package_and_tests_use_public_ones() -> None:
+    """A name with a leading underscore is its package's own: another package, or a test, goes through a public
+    name (white-box tests may still read a private attribute of an object they built)."""
+    crossing = [(path.relative_to(PACKAGE).as_posix(), module, name) for path in _modules()
+                for module, name in _private_imports(path)
+                if module.rpartition(".")[0] != _module_name(path).rpartition(".")[0]]
+    tests = PACKAGE.parent / "tests"
+    from_tests = [(path.relative_to(tests).as_posix(), module, name) for path in sorted(tests.rglob("*.py"))
+                  for module, name in _private_imports(path)]
+    assert crossing == [] and from_tests == []

@@ -311,7 +311,7 @@ class TestPersistenceAndModel:
 
         from vecmem.retrieval.index.keyword import memory_tokens
         from vecmem.storage.chroma.rows import to_metadata
-        from vecmem.storage.chroma.store import _user_key
+        from vecmem.storage.chroma.shared import user_key as first_layout_name  # the first layout named a collection so
 
         # write a user the way vecmem's first layout did: one collection holding every type
         embedder = FakeEmbedder()
@@ -319,7 +319,7 @@ class TestPersistenceAndModel:
                                            settings=ChromaSettings(anonymized_telemetry=False))
         client.get_or_create_collection("vecmem-registry", metadata={"embed_model": embedder.name, "embed_dim": 64,
                                                                      "vecmem_schema": 1}, embedding_function=None)
-        legacy = client.create_collection(_user_key("default"), configuration={"hnsw": {"space": "cosine"}},
+        legacy = client.create_collection(first_layout_name("default"), configuration={"hnsw": {"space": "cosine"}},
                                           metadata={"vecmem_user": "default", "embed_model": embedder.name,
                                                     "embed_dim": 64, "vecmem_schema": 1}, embedding_function=None)
         from vecmem import MemoryRecord
@@ -333,7 +333,7 @@ class TestPersistenceAndModel:
         bank = make_bank(embedder=embedder)
         assert {r.id for r in bank.list_memories()} == {"a", "b", "c"}
         assert [h.id for h in bank.search("green tea", 3, types=["preference"])] == ["a"]
-        assert not [c for c in client.list_collections() if c.name == _user_key("default")]
+        assert not [c for c in client.list_collections() if c.name == first_layout_name("default")]
         assert not [c for c in client.list_collections() if c.name.startswith("vecmem-u-")]  # a small user:
         assert [c for c in client.list_collections() if c.name.startswith("vecmem-shared-")]  # shared collections
 

@@ -151,12 +151,12 @@ def test_the_english_stopwords_are_bm25s_own():
 
 def test_every_han_block_is_split_alike_by_retrieval_and_the_hit_rate():
     """Extension A and the compatibility block count as Chinese too (text.py), in keywords and in the hit rate."""
-    from vecmem.agent.hits import _terms
+    from vecmem.agent.hits import hit_terms
 
     extension_a, compatibility = "\u3400\u3401", "\uf900\uf901"
     text = f"{extension_a} {compatibility} 中文"
     assert {extension_a, compatibility, "中文"} <= set(tokenize(text))
-    assert {extension_a, compatibility, "中文"} <= _terms(text)
+    assert {extension_a, compatibility, "中文"} <= hit_terms(text)
 
 
 def test_a_user_whose_memories_hold_no_keyword_token_is_still_searched(bank):

@@ -337,13 +337,13 @@ def test_a_loaded_bm25_model_scores_exactly_as_bm25s():
     """The loaded model scores without bm25s (columns.LoadedBM25); every score must be bm25s's, bit for bit."""
     from vecmem.retrieval.index.columns import LoadedBM25
     from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, tokenize
-    from vecmem.retrieval.index.replica_file import _vocabulary
+    from vecmem.retrieval.index.replica_file import bm25_vocabulary
 
     index = KeywordIndex()
     index.replace_all((r.id, IndexedMemory.of(r, tokenize(r.content))) for r in _records(n=200))
     built = index.snapshot()._model
     scores = built.scores
-    loaded = LoadedBM25(_vocabulary(built), scores["data"], scores["indices"], scores["indptr"], scores["num_docs"])
+    loaded = LoadedBM25(bm25_vocabulary(built), scores["data"], scores["indices"], scores["indptr"], scores["num_docs"])
     for query in [*QUERIES, "用户 杭州 住在", "otter otter item", "nothing matches this"]:
         tokens = tokenize(query)
         if tokens:

@@ -14,7 +14,7 @@ from vecmem.models import PromptPack
 from vecmem.storage.state.sessions import SessionStore
 from vecmem.text import char_bigrams, cjk_runs
 
-__all__ = ["HIT_RATE_MIN_INJECTED", "USED_OVERLAP", "HitReport", "measure_hits", "memory_used"]
+__all__ = ["HIT_RATE_MIN_INJECTED", "USED_OVERLAP", "HitReport", "hit_terms", "measure_hits", "memory_used"]
 
 USED_OVERLAP = 0.3
 HIT_RATE_MIN_INJECTED = 10
@@ -32,7 +32,8 @@ _LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9+#.\-]{2,}")
 _IGNORED_TERMS = {"the", "user", "user's", "and", "for", "with", "that", "this", "用户"}
 
 
-def _terms(text: str) -> set[str]:
+def hit_terms(text: str) -> set[str]:
+    """The words (Latin, 3+ characters) and Chinese character bigrams of a text that the hit measure compares."""
     lowered = text.lower()
     terms = {word.strip(".-") for word in _LATIN_WORD.findall(lowered)} - _IGNORED_TERMS
     for run in cjk_runs(lowered.replace("用户", " ")):  # Chinese terms: character bigrams, as retrieval's
@@ -42,8 +43,8 @@ def _terms(text: str) -> set[str]:
 
 def memory_used(memory: str, answer: str) -> bool:
     """The documented hit measure: >= 30% of the memory's terms appear in the answer."""
-    wanted = _terms(memory)
-    return bool(wanted) and len(wanted & _terms(answer)) / len(wanted) >= USED_OVERLAP
+    wanted = hit_terms(memory)
+    return bool(wanted) and len(wanted & hit_terms(answer)) / len(wanted) >= USED_OVERLAP
 
 
 def measure_hits(sessions: SessionStore, user_id: str, session_id: str, pack: PromptPack, answer: str) -> HitReport:

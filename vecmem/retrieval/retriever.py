@@ -33,7 +33,7 @@ from vecmem.retrieval.embedding.embedders import Embedder
 from vecmem.retrieval.fusion import Fusion, Fusions, cosine
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
-from vecmem.retrieval.index.replica import Replicas, Snapshot, _Copy
+from vecmem.retrieval.index.replica import Replicas, Snapshot, UserCopy
 from vecmem.retrieval.query.parsed import DIALOGUE_KEYWORD_DECAY, ParsedQuery, parse_query
 from vecmem.retrieval.query.timeframe import TimeWindow
 from vecmem.retrieval.query.tokenize import matched_terms, memory_tokens, recency_weights
@@ -115,10 +115,10 @@ class Retriever:
 
     # the replicas' own state, as tests and the crash child look at it through the bank
     @property
-    def _copies(self) -> dict[str, _Copy]:
+    def _copies(self) -> dict[str, UserCopy]:
         return self._replicas.copies
 
-    def _current(self, user: str) -> _Copy:
+    def _current(self, user: str) -> UserCopy:
         return self._replicas.current(user)
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ from vecmem.storage.base import MemoryStore
 from vecmem.storage.chroma.rows import from_row, to_metadata
 from vecmem.storage.state.changes import settle
 
-__all__ = ["HOLD_AT_MOST_BYTES", "PERSIST_AT_LEAST", "REREAD_AT_MOST", "HeldRecords", "Replicas", "Snapshot"]
+__all__ = ["HOLD_AT_MOST_BYTES", "PERSIST_AT_LEAST", "REREAD_AT_MOST", "HeldRecords", "Replicas", "Snapshot", "UserCopy"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ SAVE_AT_CLOSE = 200  # changes since the file, past which closing saves again
 
 
 @dataclass
-class _Copy:
+class UserCopy:
     """One user's memories as this process holds them, and how current that is."""
 
     index: KeywordIndex  # also the catalogue of every memory's scope, type, state and importance
@@ -100,7 +100,7 @@ class Replicas:
     def __init__(self, store: MemoryStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self.copies: OrderedDict[str, _Copy] = OrderedDict()  # least recently used first
+        self.copies: OrderedDict[str, UserCopy] = OrderedDict()  # least recently used first
         self.budget_bytes = settings.cache_mb * 1024 * 1024
         self.evicted = 0  # replicas dropped to stay inside the budget (for the bench and the tests)
         # Edits take the lock too, so an edit made while another thread builds the copy waits for the build and
@@ -145,7 +145,7 @@ class Replicas:
                 self._after_edit(user, copy, len(memory_ids))
 
     @staticmethod
-    def _keep(copy: _Copy, records: Sequence[MemoryRecord]) -> None:
+    def _keep(copy: UserCopy, records: Sequence[MemoryRecord]) -> None:
         if copy.records is not None:  # as Chroma will return them (times pass through epoch seconds)
             copy.records.update((r.id, from_row(r.id, r.content, to_metadata(r))) for r in records)
 
@@ -157,10 +157,10 @@ class Replicas:
 
     # ------------------------------------------------------------------------------------------ saved replicas
 
-    def _persisted(self, copy: _Copy) -> bool:
+    def _persisted(self, copy: UserCopy) -> bool:
         return self.files.enabled and copy.records is not None and len(copy.index) >= PERSIST_AT_LEAST
 
-    def _after_edit(self, user: str, copy: _Copy, changed: int) -> None:
+    def _after_edit(self, user: str, copy: UserCopy, changed: int) -> None:
         """After this bank applied its own write (caller holds the lock). The bank's writes are serialised and
         each is applied right after the store took it, so every write of this bank up to the feed's head is in
         the copy now: ``own_mark``. A save must never claim a feed row past a write of this bank the copy does
@@ -172,7 +172,7 @@ class Replicas:
         if copy.unsaved >= SAVE_AFTER_CHANGES and time.monotonic() - copy.saved_at >= SAVE_INTERVAL_S:
             self._save(user, copy, background=True)
 
-    def _save(self, user: str, copy: _Copy, *, background: bool) -> None:
+    def _save(self, user: str, copy: UserCopy, *, background: bool) -> None:
         """Save the copy as of now (caller holds the lock; taking the capture costs microseconds, writing it is
         done by a thread when ``background``). It reflects the feed up to ``seen``: others' writes up to there
         were applied by current(), and this bank's own up to own_mark, which must not be behind."""
@@ -187,7 +187,7 @@ class Replicas:
         copy.unsaved, copy.saved_at = 0, time.monotonic()
         self.files.save(user, capture, background=background)
 
-    def _loaded(self, user: str) -> _Copy | None:
+    def _loaded(self, user: str) -> UserCopy | None:
         """The user's copy from its saved file, brought up to date with the feed; None when there is no usable
         file (caller holds the lock). What changed since the file was saved is re-read, as current() re-reads
         what others changed; too much, a reset, or a feed that no longer reaches back that far: rebuilt."""
@@ -202,7 +202,7 @@ class Replicas:
         if changes.rebuild or every.rebuild or len(reread) > REREAD_AT_MOST or feed.head() < loaded.seen:
             return None  # the build that follows saves a new file over this one
         held = HeldRecords({}, loaded.records)
-        copy = _Copy(loaded.index, held, seen=changes.seen, unsettled=loaded.unsettled,
+        copy = UserCopy(loaded.index, held, seen=changes.seen, unsettled=loaded.unsettled,
                      checked=time.monotonic(), own_mark=changes.seen, unsaved=len(reread))
         settle(copy.unsettled, changes)
         if reread:
@@ -228,7 +228,7 @@ class Replicas:
             records = None if copy.records is None else copy.records.snapshot()
             return Snapshot(copy.index.snapshot(), records, frozenset(copy.unsettled), copy.vectors)
 
-    def current(self, user: str) -> _Copy:
+    def current(self, user: str) -> UserCopy:
         """The user's copy: built from the store on first use, then kept in step. With a change feed, exactly:
         what other banks changed since the last look is re-read. Without one (a store a caller gave), the copy
         is rebuilt when the store holds a different number of memories, checked every index_check_seconds."""
@@ -287,7 +287,7 @@ class Replicas:
 
     # ------------------------------------------------------------------------------------------ building, re-reading
 
-    def _rebuilt(self, user: str) -> _Copy:
+    def _rebuilt(self, user: str) -> UserCopy:
         """A new copy of the user's memories, in place of any older one (caller holds the lock)."""
         copy = self.copies[user] = self._build(user)
         if user in self._holding:  # started once the copy is in place: the loader stops when it is not
@@ -298,7 +298,7 @@ class Replicas:
             self.files.discard(user)  # a file left from when the user was bigger would be stale
         return copy
 
-    def _build(self, user: str) -> _Copy:
+    def _build(self, user: str) -> UserCopy:
         feed = self.store.changes
         seen = 0 if feed is None else feed.head()  # read first: a write finishing during the scan is re-read
         self.store.refresh(user)  # collections another bank or server client created count too
@@ -321,10 +321,10 @@ class Replicas:
             if collecting:
                 gc.enable()
         unsettled = {} if feed is None else feed.unsettled(user, seen)
-        return _Copy(index, None if records is None else HeldRecords(records), seen=seen, unsettled=unsettled,
+        return UserCopy(index, None if records is None else HeldRecords(records), seen=seen, unsettled=unsettled,
                      checked=time.monotonic(), own_mark=seen)
 
-    def _reread(self, user: str, copy: _Copy, memory_ids: set[str]) -> None:
+    def _reread(self, user: str, copy: UserCopy, memory_ids: set[str]) -> None:
         """Re-read memories another bank changed: changed ones replace the copy's, deleted ones leave it."""
         found = self.store.get_indexed(user, sorted(memory_ids))
         gone = [memory_id for memory_id in memory_ids if memory_id not in found]
@@ -353,7 +353,7 @@ class Replicas:
         copy.loaded.wait(timeout)
         return copy.vectors is not None and copy.vectors.complete
 
-    def _start_loading(self, user: str, copy: _Copy) -> None:
+    def _start_loading(self, user: str, copy: UserCopy) -> None:
         stored = self.store.stored_model()
         dimension = stored[1] if stored else None
         if self.store.changes is None or not dimension or len(copy.index) * dimension * 4 > HOLD_AT_MOST_BYTES:
@@ -364,7 +364,7 @@ class Replicas:
                                        name="vecmem-load-vectors")
         copy.loader.start()
 
-    def _load_vectors(self, user: str, copy: _Copy) -> None:
+    def _load_vectors(self, user: str, copy: UserCopy) -> None:
         """Fill the copy's held vectors from the store (a background thread; searches read Chroma meanwhile)."""
         vectors = copy.vectors
         try:

@@ -33,7 +33,7 @@ from vecmem.retrieval.index.columns import (
 from vecmem.retrieval.index.keyword import K1, B, IndexState, KeywordIndex
 from vecmem.storage.chroma.rows import to_metadata
 
-__all__ = ["FORMAT", "Capture", "Loaded", "Mismatch", "decode", "encode"]
+__all__ = ["FORMAT", "Capture", "Loaded", "Mismatch", "bm25_vocabulary", "decode", "encode"]
 
 FORMAT = 1  # raised whenever what a file holds, or how it is read, changes: older files are then rebuilt
 _SLOT_DTYPES = {"_alive": np.bool_, "_superseded": np.bool_, "_type": np.int8, "_scope": np.int32,
@@ -79,7 +79,7 @@ def _arrays(capture: Capture) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     scopes)."""
     state = capture.index
     count = len(state.ids)
-    vocab = _vocabulary(state.model)
+    vocab = bm25_vocabulary(state.model)
     words, flat, offsets = _encoded_tokens(state.tokens, count, vocab)
     arrays: dict[str, np.ndarray] = {}
     arrays["ids"], arrays["ids_offsets"] = TextColumn.of(state.ids).arrays()
@@ -98,7 +98,7 @@ def _arrays(capture: Capture) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return arrays, {"vocab_size": len(vocab), "record_scopes": record_scopes}
 
 
-def _vocabulary(model: Any) -> list[str]:
+def bm25_vocabulary(model: Any) -> list[str]:
     """The BM25 model's words in the order of their numbers (which must run 0, 1, ... without a gap)."""
     if model is None:
         return []

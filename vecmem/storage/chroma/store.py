@@ -58,7 +58,6 @@ from vecmem.storage.chroma.layout import (
     collection_name,
     model_of,
     pages,
-    user_key,
 )
 from vecmem.storage.chroma.registry import ChromaRegistry
 from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
@@ -67,8 +66,6 @@ from vecmem.storage.chroma.shared import SharedPlace, shared_nearest, typed_rows
 from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["ChromaStore", "where_clause"]
-
-_user_key = user_key  # the first layout's collection name, for tests that write a store in that layout
 
 
 class ChromaStore:
