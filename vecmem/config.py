@@ -287,7 +287,7 @@ class Settings:
     # files in VECMEM_HOME (one machine); a PostgreSQL URL for workers on several homes or machines (database.py)
     database_url: str | None = setting("VECMEM_DATABASE_URL", None, _text, _database_url, repr=False)
     database_schema: str = setting("VECMEM_DATABASE_SCHEMA", "vecmem", _text, _non_empty)
-    # a user with this many memories moves from the shared collection to collections of their own (chroma.py)
+    # a user with this many memories moves from the shared collection to collections of their own (storage/chroma/store.py)
     dedicated_at: int = setting("VECMEM_DEDICATED_AT", 500, _integer, _at_least(1))
     # the memory budget of the caches of one process, in MiB
     cache_mb: int = setting("VECMEM_CACHE_MB", 512, _integer, _at_least(16))

@@ -1,2 +1,3 @@
-"""Maintenance: the forgetting policy and review queue (``hygiene.py``), the doctor, import and export, and
-the supersession graph, as functions over records and the storage layer."""
+"""Maintenance: the doctor (doctor.py), the forgetting policy and review queue (hygiene.py), import and export
+(transfer.py) and store statistics (stats.py), as functions over records and the storage layer; the bank
+(vecmem/bank/) calls them."""

@@ -1,2 +1,4 @@
-"""Retrieval: embedders (the only sentence-transformers importer), the keyword index and tokenizer, the
-per-process replica of a user's memories, fusion and the reranker, and the token budgeter (tiktoken)."""
+"""Retrieval: the ``Retriever`` (retriever.py) that fuses the dense and keyword sides (fusion.py), reads what a
+similarity means (relevance.py) and reranks by the blend (rank.py); the token budgeter (budget.py, tiktoken).
+Beside them: ``query/`` reads a query once, ``embedding/`` holds the models and their calibration, and
+``index/`` what a process holds to search a user's memories fast."""

@@ -1,9 +1,8 @@
 """Storage: where memories and their bookkeeping live.
 
 The ``MemoryStore`` protocol (``base.py``) is everything the layers above ask of a store; ``InMemoryStore``
-(``memory.py``) is its reference implementation and ``ChromaStore`` (``chroma.py``) the real one, embedded or on
-a server: ``chroma/client.py`` is the only chromadb importer and maps its errors by type, ``chroma/layout.py``
-names collections and migrates layouts, ``chroma/search.py`` plans id-restricted searches. Beside them: the row layout in Chroma (``rows.py``), the
-change feed (``changes.py``), the one-process lock (``lock.py``), access statistics (``access.py``) and chat
-sessions (``sessions.py``), all SQLite through one helper (``sqlite.py``).
+(``memory.py``, with what its clients share in ``memory_state.py``) is its reference implementation, which a
+conformance suite (tests/conformance/) holds to the same behaviour as ``ChromaStore`` (``chroma/``: the real one,
+embedded or on a server). ``state/`` is what processes share beside the memories: SQLite files or PostgreSQL, the
+change feed, access statistics, chat sessions and the one-process lock. ``files.py`` keeps a store's files private.
 """

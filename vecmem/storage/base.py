@@ -1,7 +1,7 @@
 """The storage boundary: ``MemoryStore`` is exactly what the layers above ask of a store.
 
 Two implementations pass one conformance suite (``tests/conformance``): ``InMemoryStore`` (``memory.py``),
-the reference, which upper-layer unit tests run on in milliseconds; and ``ChromaStore`` (``chroma.py``),
+the reference, which upper-layer unit tests run on in milliseconds; and ``ChromaStore`` (``chroma/store.py``),
 embedded or on a Chroma server.
 
 What every implementation promises:

@@ -7,7 +7,7 @@ A module of commands makes a ``CommandGroup`` and declares each command on its h
     @commands.command("get", "show one memory", arg("memory_id", metavar="ID"))
     def get(ctx: Context) -> int: ...
 
-cli.py builds the argparse parser from the groups, in the order the commands are declared, and calls the
+main.py builds the argparse parser from the groups, in the order the commands are declared, and calls the
 handler with a ``Context``: the parsed arguments, the output streams and the way to open the bank.
 Nothing here imports Chroma or the embedding model; handlers import what only they need.
 """

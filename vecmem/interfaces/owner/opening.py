@@ -2,7 +2,7 @@
 
 An embedded store is held by one process at a time (storage/state/lock.py). So that the chat, `vecmem serve` (and
 its panel), `vecmem mcp` and `vecmem` commands can all be open on one store, the long-running one that holds it
-serves the others (owner.py), and every interface opens its bank here:
+serves the others (endpoint.py), and every interface opens its bank here:
 
 * ``VECMEM_CHROMA_URL`` set: a ``MemoryBank`` on the server, as many processes as like; no owner.
 * owner.json names a live owner (its process exists and it answers ``hello`` with the secret): a

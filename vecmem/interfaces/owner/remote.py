@@ -1,4 +1,4 @@
-"""``RemoteBank``: the ``MemoryApi`` of a store another process holds, called over its owner endpoint (owner.py).
+"""``RemoteBank``: the ``MemoryApi`` of a store another process holds, called over its owner endpoint (endpoint.py).
 
 Each call is one ``POST /call`` on 127.0.0.1 with the secret from owner.json, over a kept-alive connection per
 thread (``http.client``: the standard library, so a command through an owner imports neither Chroma nor a

@@ -1,4 +1,4 @@
-"""What the owner of an embedded store and its clients say to each other (owner.py serves, remote.py asks).
+"""What the owner of an embedded store and its clients say to each other (endpoint.py serves, remote.py asks).
 
 **owner.json.** ``VECMEM_HOME/owner.json`` says where the owner answers: ``{"pid", "port", "secret",
 "program", "started"}``, mode 0600, written atomically by the owner while it holds the store lock and removed

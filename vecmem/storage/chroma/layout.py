@@ -1,7 +1,7 @@
 """Which Chroma collections hold a store's memories: their names, the registry, and the repairs and moves
 made when a user is first opened.
 
-* Two layouts (``chroma.py`` says why): a user below ``dedicated_at`` memories has *places* in the shared
+* Two layouts (``store.py`` says why): a user below ``dedicated_at`` memories has *places* in the shared
   collection of their model (``chroma/shared.py``); a bigger one has collections of their own, one per
   memory type (``vecmem-u-<hash of user_id>-<type>``), each its own HNSW index. Both answer the same calls,
   so the store above sees {type: collection} either way.
@@ -59,7 +59,7 @@ from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["DEDICATED_AT", "REBUILD_SUFFIX", "ChromaCollections", "collection_name", "model_of", "pages", "user_key"]
 
-DEDICATED_AT = 500  # VECMEM_DEDICATED_AT's default (config.py): chroma.py says how it was chosen
+DEDICATED_AT = 500  # VECMEM_DEDICATED_AT's default (config.py): store.py says how it was chosen
 _RECHECK_MISSING_S = 5.0  # without a change feed: how long a missing collection is believed missing
 _MOVE_CHECK_S = 0.05  # a look at the feed for another process's move of a user this recent stands for one now
 
@@ -267,7 +267,7 @@ class ChromaCollections(ChromaRegistry):
 
     def after_write(self, user_id: str, written: int) -> None:
         """Count what a write added to a shared user; past ``dedicated_at``, move them to collections of their
-        own. Done within the write (under ``writing``): see ``chroma.py`` for why not in the background."""
+        own. Done within the write (under ``writing``): see ``store.py`` for why not in the background."""
         with self._lock:
             known = self._known.get(user_id) or {}
             places = {t: c for t, c in known.items() if isinstance(c, SharedPlace)}
