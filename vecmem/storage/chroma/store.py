@@ -10,19 +10,19 @@ the fields and the keyword tokens in the metadata, written with the vector: the 
 from the store. Writes are announced on the ``ChangeFeed`` (embedded stores) around the Chroma call, so other
 banks' copies learn what to re-read; a move between layouts or a reindex announces a reset of the user.
 
-**Two layouts, chosen by the user's size.** Each Chroma collection has its own HNSW index, files and caches:
-with one collection per user and type, 1,000 users of 8 memories took 10.4 GB of RSS and 93 KB of disk a
-memory, one collection with a user filter 0.84 GB and 3.1 KB. So a user below ``dedicated_at`` memories
-(``VECMEM_DEDICATED_AT``, default 500) has rows in a shared collection (one of 8), user and type in each
-row's id and metadata, every row read back checked against both; their searches are exact scans of their
-own rows (one filtered read, a matrix product here). A bigger user has collections of their own, one per type, searched by
-HNSW. Both look alike from here ({type: collection}), so every method below serves both.
+**Two layouts, chosen by the user's size.** Each Chroma collection has its own HNSW index, files and caches, so
+one collection per user and type costs every small user memory and disk it never amortises (docs/benchmarks.md,
+"The two layouts"). So a user below ``dedicated_at`` memories (``VECMEM_DEDICATED_AT``, default 500) has rows in
+a shared collection (one of 8), user and type in each row's id and metadata, every row read back checked against
+both; their searches are exact scans of their own rows (one filtered read, a matrix product here). A bigger user
+has collections of their own, one per type, searched by HNSW. Both look alike from here ({type: collection}), so
+every method below serves both.
 
-**The threshold** (2 cores, 384 dimensions, a shared collection of 20,000 rows): the filtered read of a
-user's vectors costs 2.7 ms at 20 rows, 11 at 200, 19 at 500, 53 at 1,000, 122 at 2,000; HNSW in a
-collection of their own answers in 1 to 2 ms at each. Chroma's read, not the comparison, is the cost, so the
-scan never wins on time, only on memory and disk (the factor above). 500 keeps a shared user's search under
-25 ms, and the per-collection overhead is paid only by users big enough to amortise it.
+**The threshold.** The filtered read of a user's vectors grows with the user's rows, while HNSW in a collection
+of their own answers in about the same time at any size: Chroma's read, not the comparison, is the cost, so the
+scan never wins on time, only on memory and disk. The default keeps a shared user's search inside the search
+latency target, and the per-collection overhead is paid only by users big enough to amortise it (the figures:
+docs/benchmarks.md, "The two layouts").
 
 **The move runs inside the write that crosses the threshold**, not in a background thread: it copies at most
 ``dedicated_at`` rows (under a second), once in a user's life, and no write may land in the shared rows
