@@ -138,6 +138,18 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
                               "configured every route needs `Authorization: Bearer <key>`.")
     key_store = keys or KeyStore.open(bank.settings)
     app.add_middleware(Guard, token=token, keys=key_store, allowed_hosts=allowed_hosts)
+    _serve_the_schema(app, token, key_store)
+    _answer_every_error_in_one_shape(app)
+    user = Depends(caller_user)
+    _conversation_routes(app, bank, user)
+    _memory_routes(app, bank, user)
+    _review_routes(app, bank, user)
+    _store_routes(app, bank, user, sessions)
+    return app
+
+
+def _serve_the_schema(app: FastAPI, token: str | None, key_store: KeyStore) -> None:
+    """The OpenAPI document, as it stands: whether a key is required changes once the first key is made."""
     schemas: dict[bool, dict[str, Any]] = {}  # with the key required, and without (none configured yet)
 
     def openapi() -> dict[str, Any]:
@@ -149,6 +161,9 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
 
     app.openapi = openapi  # type: ignore[method-assign]
 
+
+def _answer_every_error_in_one_shape(app: FastAPI) -> None:
+    """Every error, whoever raises it (the bank, validation, routing, a bug), as the one documented body."""
     @app.exception_handler(VecmemError)
     def vecmem_error(_: Request, error: VecmemError) -> JSONResponse:
         version = error.current_version if isinstance(error, ConflictError) else None
@@ -180,12 +195,13 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
     def unexpected(_: Request, error: Exception) -> JSONResponse:  # still the one shape; the log has the cause
         return _error(500, f"internal error: {type(error).__name__}", None)
 
+
+def _conversation_routes(app: FastAPI, bank: MemoryApi, user: Any) -> None:
+    """What an agent calls each turn: the panel, learning from messages, the prompt, search."""
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def panel() -> str:
         """The memory panel: one static page that calls the routes below (no build step)."""
         return PANEL
-
-    user = Depends(caller_user)
 
     @app.post("/memories", status_code=201, response_model=AddedOut, responses=_WRITE)
     def add(memory: NewMemory, user: str | None = user) -> dict[str, Any]:
@@ -223,18 +239,17 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
                                   else wanted.system_prompt)
         return context_out(pack)
 
-    @app.delete("/users/{user_id}/memories", response_model=ErasedOut, responses=_WRITE)
-    def forget_all(request: Request, user_id: _Owner, session_id: _OneSession = None) -> Any:
-        """Delete every memory of the user for good (with ``session_id``: of that session only), whatever its
-        state, with the earlier versions edits kept and the access statistics; returns how many. There is no
-        undo: the user id in the path is the confirmation (no default user stands in for it)."""
-        principal: Principal = request.scope[PRINCIPAL]
-        if not principal.admin and principal.user_id != user_id:  # the guard checks ?user=, not this path
-            return _error(403, f"this key belongs to user {principal.user_id!r} and cannot delete the memories "
-                          "of another user", "user_id")
-        deleted = bank.forget_all(user_id, session_id=session_id)
-        return {"user_id": user_id, "session_id": session_id, "deleted": deleted}
+    @app.post("/search", response_model=list[HitOut], responses=_READ)
+    def search(request: SearchRequest, user: str | None = user) -> list[dict[str, Any]]:
+        """The best memories for the query, each with its score parts (similarity, dense, keyword, recency,
+        importance)."""
+        hits = bank.search(request.query, request.k, user_id=user, session_id=request.session_id,
+                           types=request.types, record_access=request.record_access)
+        return [hit.to_dict() for hit in hits]
 
+
+def _memory_routes(app: FastAPI, bank: MemoryApi, user: Any) -> None:
+    """One memory at a time, and the user's listing: read, change, forget, its history and supersession."""
     @app.get("/memories", response_model=list[MemoryOut], responses={**_READ, **_TOTAL})
     def list_memories(response: Response, user: str | None = user, session: _Session = None,
                       type: _Types = None, include_superseded: _WithSuperseded = False, limit: _Limit = None,
@@ -284,6 +299,9 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
         says it again (keeping its id) and is returned."""
         return bank.restore(memory_id, user_id=user).to_dict()
 
+
+def _review_routes(app: FastAPI, bank: MemoryApi, user: Any) -> None:
+    """The review queue and what acts on it, one memory or many."""
     @app.get("/review", response_model=list[MemoryOut], responses=_READ)
     def review_queue(user: str | None = user) -> list[dict[str, Any]]:
         """Extracted memories waiting for approval, oldest first."""
@@ -327,18 +345,25 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
         done = sum(result["status"] == 200 for result in results)
         return {"action": request.action, "done": done, "failed": len(results) - done, "results": results}
 
+
+def _store_routes(app: FastAPI, bank: MemoryApi, user: Any, sessions: SessionStore) -> None:
+    """A user's or the whole store's: erase, forget by policy, statistics, export."""
+    @app.delete("/users/{user_id}/memories", response_model=ErasedOut, responses=_WRITE)
+    def forget_all(request: Request, user_id: _Owner, session_id: _OneSession = None) -> Any:
+        """Delete every memory of the user for good (with ``session_id``: of that session only), whatever its
+        state, with the earlier versions edits kept and the access statistics; returns how many. There is no
+        undo: the user id in the path is the confirmation (no default user stands in for it)."""
+        principal: Principal = request.scope[PRINCIPAL]
+        if not principal.admin and principal.user_id != user_id:  # the guard checks ?user=, not this path
+            return _error(403, f"this key belongs to user {principal.user_id!r} and cannot delete the memories "
+                          "of another user", "user_id")
+        deleted = bank.forget_all(user_id, session_id=session_id)
+        return {"user_id": user_id, "session_id": session_id, "deleted": deleted}
+
     @app.post("/prune", response_model=list[PruneCandidateOut], responses=_WRITE)
     def prune(user: str | None = user, dry_run: _DryRun = False) -> list[dict[str, Any]]:
         """Apply the forgetting policy to the user (every user without ``user``: the admin key's alone)."""
         return [candidate.to_dict() for candidate in bank.prune(user_id=user, dry_run=dry_run)]
-
-    @app.post("/search", response_model=list[HitOut], responses=_READ)
-    def search(request: SearchRequest, user: str | None = user) -> list[dict[str, Any]]:
-        """The best memories for the query, each with its score parts (similarity, dense, keyword, recency,
-        importance)."""
-        hits = bank.search(request.query, request.k, user_id=user, session_id=request.session_id,
-                           types=request.types, record_access=request.record_access)
-        return [hit.to_dict() for hit in hits]
 
     @app.get("/stats", response_model=StatsOut, responses=_READ)
     def stats(user: str | None = user) -> dict[str, Any]:
@@ -363,8 +388,6 @@ def create_app(bank: MemoryApi, *, token: str | None = None, keys: KeyStore | No
                 yield json.dumps(record.to_dict(), ensure_ascii=False) + "\n"
 
         return NdjsonResponse(lines())
-
-    return app
 
 
 def _status_of(error: VecmemError) -> int:
