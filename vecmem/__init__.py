@@ -1,7 +1,8 @@
 """vecmem: long-term memory for LLM agents.
 
 Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blend of similarity, recency and
-importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
+importance, and handed to the model inside a token budget. Start with ``MemoryBank``, or ``connect()`` where the
+store may be open in the chat, `vecmem serve` or `vecmem mcp` (it goes through that process, as `vecmem` does).
 
 Every name below is loaded when it is first used (PEP 562 ``__getattr__``), so ``import vecmem`` and whatever
 imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/opening.py) pay only
@@ -47,6 +48,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     )
     from vecmem.interfaces.langchain_retriever import VecmemRetriever
     from vecmem.interfaces.langgraph_store import VecmemStore
+    from vecmem.interfaces.opening import connect
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
     from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
@@ -91,6 +93,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "connect",
     "AsyncMemoryBank",
     "MemoryApi",
     "VecmemStore",
@@ -193,6 +196,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     ),
     "vecmem.interfaces.langchain_retriever": ("VecmemRetriever",),
     "vecmem.interfaces.langgraph_store": ("VecmemStore",),
+    "vecmem.interfaces.opening": ("connect",),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
