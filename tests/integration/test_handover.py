@@ -83,15 +83,18 @@ class Serve:
         return self.process.wait(60)
 
 
-def _hand_over(client: Serve, owner: subprocess.Popen, how: signal.Signals, kept: str) -> float:
-    """End ``owner`` with ``how``; the seconds until ``client`` answers a search again with ``kept`` in it."""
+def _hand_over(client: Serve, owner: subprocess.Popen, how: signal.Signals, kept: str) -> tuple[float, int]:
+    """End ``owner`` with ``how``; the seconds until ``client`` answers a search again with ``kept`` in it, and how
+    many searches failed (5xx) meanwhile."""
     started = time.monotonic()
     owner.send_signal(how)
+    failed = 0
     while True:
         status, found = _search(client.base, kept)
         if status == 200:
             assert kept in found, found
-            return time.monotonic() - started
+            return time.monotonic() - started, failed
+        failed += 1
         assert status >= 500 and time.monotonic() - started < CARRY_ON, (status, found)
         time.sleep(0.1)
 
@@ -137,8 +140,8 @@ def test_a_serve_through_the_owner_takes_the_store_over_when_the_owner_ends(tmp_
         status, added = _call(client.base, "POST", "/memories", {"content": kept})
         assert status == 201, added
 
-        seconds = _hand_over(client, owner, how, kept)
-        print(f"hand-over after {how.name} of the {owner_kind}: {seconds:.1f} s")
+        seconds, failed = _hand_over(client, owner, how, kept)
+        print(f"hand-over after {how.name} of the {owner_kind}: {seconds:.1f} s ({failed} searches failed meanwhile)")
         assert owner.wait(30) == (0 if how == signal.SIGTERM else -signal.SIGKILL)
         _wait_for_line(client.said, "took the store over", timeout=5)
         _carries_on(client, home, env, kept)
@@ -187,3 +190,61 @@ def test_of_two_clients_exactly_one_becomes_the_owner_and_the_other_follows_it(t
         assert not (home / "owner.json").exists()
     finally:
         _stop_all(chat, *(client.process for client in clients))
+
+
+def test_a_second_chat_carries_on_when_the_first_is_killed(tmp_path):
+    home = tmp_path / "home"
+    env = cli_env(home)
+    first = _start_chat(env, home)
+    second = subprocess.Popen([sys.executable, "-m", "vecmem.chat", "--session", "two"], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said = _lines(second.stdout)
+    try:
+        second.stdin.write("/memories anything\n")  # answered once it has its bank: the first chat's
+        second.stdin.flush()
+        _wait_for_line(said, "memor", timeout=120)
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        started = time.monotonic()
+        second.stdin.write("I live in Hangzhou\n/memories Hangzhou\n")
+        second.stdin.flush()
+        assert "lives in Hangzhou" in _wait_for_line(said, "lives in Hangzhou", timeout=CARRY_ON)
+        print(f"a second chat's message after SIGKILL of the first: {time.monotonic() - started:.1f} s")
+        assert _owned(home, second)["program"] == "python -m vecmem.chat"  # it took the store over
+        second.stdin.write("/quit\n")
+        second.stdin.flush()
+        assert second.wait(60) == 0, second.stderr.read()
+        assert not (home / "owner.json").exists()
+    finally:
+        _stop_all(first, second)
+
+
+PYTHON_BESIDE = """
+import vecmem
+try:
+    vecmem.MemoryBank()
+except vecmem.StoreInUseError as exc:
+    print("refused:", exc)
+with vecmem.connect() as bank:
+    print("through:", type(bank).__name__, bank.search("the user's favourite fruit")[0].content)
+"""
+
+
+def test_python_beside_the_chat_is_told_in_one_line_to_connect_and_connect_goes_through_it(tmp_path):
+    home = tmp_path / "home"
+    env = cli_env(home)
+    chat = _start_chat(env, home)
+    try:
+        added = subprocess.run([sys.executable, "-m", "vecmem", "add", "The user's favourite fruit is the mango"],
+                               env=env, capture_output=True, text=True, timeout=180)
+        assert added.returncode == 0, added.stderr
+        result = subprocess.run([sys.executable, "-c", PYTHON_BESIDE], env=env, capture_output=True, text=True,
+                                timeout=180)
+        assert result.returncode == 0, result.stderr
+        refused, through = result.stdout.splitlines()
+        assert refused.startswith("refused: ") and "vecmem.connect()" in refused and f"pid {chat.pid}" in refused
+        assert through == "through: RemoteBank The user's favourite fruit is the mango"
+        chat.send_signal(signal.SIGTERM)
+        assert chat.wait(60) == 0
+    finally:
+        _stop_all(chat)
