@@ -248,3 +248,39 @@ def test_python_beside_the_chat_is_told_in_one_line_to_connect_and_connect_goes_
         assert chat.wait(60) == 0
     finally:
         _stop_all(chat)
+
+
+async def _mcp_through_a_hand_over(env: dict[str, str], chat: subprocess.Popen) -> tuple[list[str], list[str]]:
+    """What `vecmem mcp` lists through the chat, and then again after the chat is killed."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    async def listed(session: ClientSession) -> list[str]:
+        result = await session.call_tool("list_memories", {})
+        assert not result.is_error, result.content
+        return [memory["content"] for memory in json.loads(result.content[0].text)["memories"]]
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "vecmem", "mcp"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        before = await listed(session)
+        chat.send_signal(signal.SIGKILL)
+        chat.wait(30)
+        return before, await listed(session)
+
+
+def test_vecmem_mcp_carries_on_when_the_chat_it_went_through_is_killed(tmp_path):
+    import asyncio
+
+    home = tmp_path / "home"
+    env = cli_env(home)
+    chat = _start_chat(env, home)
+    try:
+        kept = "The user's favourite fruit is the mango"
+        added = subprocess.run([sys.executable, "-m", "vecmem", "add", kept], env=env, capture_output=True,
+                               text=True, timeout=180)
+        assert added.returncode == 0, added.stderr
+        before, after = asyncio.run(asyncio.wait_for(_mcp_through_a_hand_over(env, chat), timeout=180))
+        assert kept in before and kept in after
+        assert not (home / "owner.json").exists()  # the MCP server took the store over, and let go as it ended
+    finally:
+        _stop_all(chat)
