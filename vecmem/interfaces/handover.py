@@ -88,6 +88,8 @@ class HandoverBank:
         bank = self._bank
         if isinstance(bank, RemoteBank):
             return f"through {holder_name(bank.owner.program)} (pid {bank.owner.pid})"
+        if self._settings.chroma_url:
+            return "on the Chroma server"  # any number of processes: no owner, nothing to hand over
         return "held by this process" if self._endpoint is not None else "opened in this process"
 
     def __getattr__(self, name: str) -> Any:
