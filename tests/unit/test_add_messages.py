@@ -27,8 +27,8 @@ from vecmem import (
     Turn,
 )
 from vecmem.interfaces.mcp_server import create_server
-from vecmem.interfaces.server import create_app
-from vecmem.maintenance import learning
+from vecmem.interfaces.http.app import create_app
+from vecmem.bank import learning
 
 CONVERSATION = [
     {"role": "user", "content": "你好"},

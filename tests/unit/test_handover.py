@@ -9,14 +9,14 @@ import threading
 
 import pytest
 
-from vecmem.api import MemoryApi
+from vecmem.bank.api import MemoryApi
 from vecmem.errors import StoreError
 from vecmem.interfaces import handover
 from vecmem.interfaces.handover import HandoverBank
-from vecmem.interfaces.opening import long_running_bank
-from vecmem.interfaces.owner import OwnerEndpoint
-from vecmem.interfaces.remote import OwnerGoneError, RemoteBank
-from vecmem.interfaces.wire import OwnerInfo, read_owner
+from vecmem.interfaces.owner.opening import long_running_bank
+from vecmem.interfaces.owner.endpoint import OwnerEndpoint
+from vecmem.interfaces.owner.remote import OwnerGoneError, RemoteBank
+from vecmem.interfaces.owner.wire import OwnerInfo, read_owner
 
 
 def _counting_factory(make_bank):

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from vecmem.config import Settings
 from vecmem.errors import StoreError, StoreInUseError
-from vecmem.interfaces.opening import BankFactory, find_owner, open_here
-from vecmem.interfaces.remote import OwnerGoneError, RemoteBank
-from vecmem.interfaces.wire import read_owner, remove_owner
+from vecmem.interfaces.owner.opening import BankFactory, find_owner, open_here
+from vecmem.interfaces.owner.remote import OwnerGoneError, RemoteBank
+from vecmem.interfaces.owner.wire import read_owner, remove_owner
 
 if TYPE_CHECKING:
-    from vecmem.api import MemoryApi
-    from vecmem.interfaces.owner import OwnerEndpoint
+    from vecmem.bank.api import MemoryApi
+    from vecmem.interfaces.owner.endpoint import OwnerEndpoint
 
 __all__ = ["HANDOVER_WAIT", "HandoverBank", "holder_name"]
 
@@ -149,7 +149,7 @@ class HandoverBank:
             self._say(f"vecmem: {holder_name(failed.owner.program)} (pid {failed.owner.pid}) has gone; this "
                       f"process now goes {self.whose()}")
             return True
-        from vecmem.interfaces.owner import OwnerEndpoint  # the server side, only once this process serves
+        from vecmem.interfaces.owner.endpoint import OwnerEndpoint  # the server side, only once this process serves
 
         stale = read_owner(self._settings.home)
         try:
