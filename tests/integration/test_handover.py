@@ -1,6 +1,6 @@
 """The hand-over, as processes: when the process serving an embedded store (the chat, `vecmem serve`) stops or is
 killed, a `vecmem serve` that went through it takes the store over without a restart, and a second one follows
-the new owner (vecmem/interfaces/handover.py). The hand-over time is printed, never asserted beyond the generous
+the new owner (vecmem/interfaces/owner/handover.py). The hand-over time is printed, never asserted beyond the generous
 bound that says it carried on (``CARRY_ON``)."""
 
 from __future__ import annotations

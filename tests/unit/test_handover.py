@@ -1,4 +1,4 @@
-"""The bank of a long-running process carries on when the owner it goes through goes (vecmem/interfaces/handover.py),
+"""The bank of a long-running process carries on when the owner it goes through goes (vecmem/interfaces/owner/handover.py),
 here in one process on the in-memory store; tests/integration/test_handover.py kills real owners."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from vecmem.bank.api import MemoryApi
 from vecmem.errors import StoreError
 from vecmem.interfaces import handover
-from vecmem.interfaces.handover import HandoverBank
+from vecmem.interfaces.owner.handover import HandoverBank
 from vecmem.interfaces.owner.opening import long_running_bank
 from vecmem.interfaces.owner.endpoint import OwnerEndpoint
 from vecmem.interfaces.owner.remote import OwnerGoneError, RemoteBank
