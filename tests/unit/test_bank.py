@@ -310,8 +310,8 @@ class TestPersistenceAndModel:
         from chromadb.config import Settings as ChromaSettings
 
         from vecmem.retrieval.index.keyword import memory_tokens
-        from vecmem.storage.chroma.store import _user_key
         from vecmem.storage.chroma.rows import to_metadata
+        from vecmem.storage.chroma.store import _user_key
 
         # write a user the way vecmem's first layout did: one collection holding every type
         embedder = FakeEmbedder()

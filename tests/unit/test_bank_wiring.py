@@ -13,11 +13,11 @@ import pytest
 from tests.conftest import FakeEmbedder
 from vecmem import EmbeddingMismatchError, MemoryBank, StoreError
 from vecmem.retrieval.retriever import Retriever
+from vecmem.storage.chroma.store import ChromaStore
+from vecmem.storage.memory import InMemoryStore
 from vecmem.storage.state.access import AccessStats
 from vecmem.storage.state.changes import ChangeFeed
-from vecmem.storage.chroma.store import ChromaStore
 from vecmem.storage.state.lock import StoreLock
-from vecmem.storage.memory import InMemoryStore
 
 pytestmark = pytest.mark.chroma  # the store lock and the change feed are what an embedded Chroma store has
 

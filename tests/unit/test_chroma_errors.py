@@ -10,7 +10,6 @@ import pytest
 from chromadb import errors as chroma
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
-from vecmem.storage.chroma.store import ChromaStore
 from vecmem.storage.chroma.client import (
     DIMENSION_HINT,
     chroma_errors,
@@ -20,6 +19,7 @@ from vecmem.storage.chroma.client import (
     store_error,
 )
 from vecmem.storage.chroma.layout import ChromaCollections
+from vecmem.storage.chroma.store import ChromaStore
 
 
 def _raised(exc: BaseException, **options) -> StoreError:

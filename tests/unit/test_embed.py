@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from vecmem.errors import EmbeddingError
-from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder, canonical_model_name, resolve_model_location
+from vecmem.retrieval.embedding.embedders import (
+    SentenceTransformerEmbedder,
+    canonical_model_name,
+    resolve_model_location,
+)
 from vecmem.retrieval.embedding.onnx_runtime import load_plain_pipeline, read_plain_pipeline
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryBank, Settings, StoreInUseError
-from vecmem.storage.state import lock as lock_module
 from vecmem.storage.files import private_dir, private_file
+from vecmem.storage.state import lock as lock_module
 from vecmem.storage.state.sessions import SessionStore
 
 pytestmark = pytest.mark.chroma  # the folder layout of an embedded store

@@ -12,9 +12,9 @@ import pytest
 from vecmem.bank.api import MemoryApi
 from vecmem.errors import StoreError
 from vecmem.interfaces import handover
+from vecmem.interfaces.owner.endpoint import OwnerEndpoint
 from vecmem.interfaces.owner.handover import HandoverBank
 from vecmem.interfaces.owner.opening import long_running_bank
-from vecmem.interfaces.owner.endpoint import OwnerEndpoint
 from vecmem.interfaces.owner.remote import OwnerGoneError, RemoteBank
 from vecmem.interfaces.owner.wire import OwnerInfo, read_owner
 

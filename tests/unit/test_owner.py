@@ -19,11 +19,10 @@ import pytest
 from tests.conftest import REPO
 from vecmem import MemoryBank, Settings, Turn
 from vecmem.errors import ConflictError, InvalidInputError, NotFoundError, StoreError, StoreInUseError
-from vecmem.interfaces.owner import opening
-from vecmem.interfaces.owner import remote
 from vecmem.interfaces.cli.main import main as cli_main
-from vecmem.interfaces.owner.opening import find_owner, long_running_bank, open_bank
+from vecmem.interfaces.owner import opening, remote
 from vecmem.interfaces.owner.endpoint import OwnerEndpoint
+from vecmem.interfaces.owner.opening import find_owner, long_running_bank, open_bank
 from vecmem.interfaces.owner.remote import RemoteBank
 from vecmem.interfaces.owner.wire import OwnerInfo, encode, read_owner
 

@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from vecmem import errors
 from vecmem.bank.api import MemoryApi
 from vecmem.bank.facade import MemoryBank
+from vecmem.bank.learning import AddMessagesResult, SkippedMessage
+from vecmem.bank.listing import MemoryPage
+from vecmem.bank.resolving import AddResult
 from vecmem.errors import ConflictError, EmbeddingMismatchError, InvalidInputError, NotFoundError, StoreError
 from vecmem.interfaces.owner.remote import RemoteBank
 from vecmem.interfaces.owner.wire import (
@@ -29,9 +32,6 @@ from vecmem.interfaces.owner.wire import (
 )
 from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
-from vecmem.bank.learning import AddMessagesResult, SkippedMessage
-from vecmem.bank.listing import MemoryPage
-from vecmem.bank.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 
 from vecmem.errors import ConfigError
 from vecmem.interfaces.cli.main import main
-from vecmem.interfaces.http.keys import KeyStore, keys_path
 from vecmem.interfaces.http.app import check_binding, create_app
+from vecmem.interfaces.http.keys import KeyStore, keys_path
 
 LOCAL = "http://127.0.0.1:8765"
 CSRF = {"X-Vecmem-Request": "1"}

@@ -8,7 +8,7 @@ import pytest
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.chroma.store import ChromaStore
+from vecmem.storage.chroma.rows import to_metadata
 from vecmem.storage.chroma.shared import (
     PLACE_KEY,
     SHARED_PREFIX,
@@ -17,7 +17,7 @@ from vecmem.storage.chroma.shared import (
     shared_name,
     user_key,
 )
-from vecmem.storage.chroma.rows import to_metadata
+from vecmem.storage.chroma.store import ChromaStore
 
 pytestmark = pytest.mark.chroma  # what is examined is how rows sit in Chroma's collections
 

@@ -20,11 +20,11 @@ from vecmem.errors import ConfigError, NotFoundError
 from vecmem.interfaces.http.keys import KeyStore
 from vecmem.models import MemoryRecord
 from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.backend import state_database, write_locks
 from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.state.database import Database, FileWriteLocks, WriteLocks, stripe
 from vecmem.storage.state.sessions import SessionStore
 from vecmem.storage.state.sqlite import SQLiteFile
-from vecmem.storage.state.backend import state_database, write_locks
 
 KINDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)]
 

@@ -5,9 +5,9 @@ Importing it registers ``learn.Learner`` as what ``MemoryBank.add_messages`` run
 learner, and ``adding.AddResolution`` as what types and resolves ``MemoryBank.add``: the bank is a layer below
 and cannot import them (bank/learning.py and resolving.py say why)."""
 
+from vecmem.agent.memory_agent import MemoryAgent, TurnResult
 from vecmem.agent.writing.adding import AddResolution
 from vecmem.agent.writing.learn import Learner
-from vecmem.agent.memory_agent import MemoryAgent, TurnResult
 from vecmem.bank.learning import register_learner
 from vecmem.bank.resolving import register_resolver
 

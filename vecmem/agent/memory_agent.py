@@ -38,13 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vecmem.agent.compress import Summarizer
+from vecmem.agent.hits import HitReport, measure_hits, memory_used
+from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage
+from vecmem.agent.recall import recall
 from vecmem.agent.writing.conflict import ConflictResolver, Written
 from vecmem.agent.writing.extract import LEXICON_CONFIDENCE, Extractor
 from vecmem.agent.writing.gate import GateDecision, WriteGate
-from vecmem.agent.hits import HitReport, measure_hits, memory_used
 from vecmem.agent.writing.learn import write_message
-from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage
-from vecmem.agent.recall import recall
 from vecmem.bank.api import MemoryApi
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Provenance, Turn, validate_session_id

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from vecmem.config import Settings
-from vecmem.maintenance.doctor import DoctorReport
-from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.bank.learning import AddMessagesResult
 from vecmem.bank.listing import MemoryPage
 from vecmem.bank.resolving import AddResult
+from vecmem.config import Settings
+from vecmem.maintenance.doctor import DoctorReport
+from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 __all__ = ["MemoryApi"]

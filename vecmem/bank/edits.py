@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from vecmem.errors import ConflictError
 from vecmem.bank import chains
 from vecmem.bank.writes import WritePath
+from vecmem.errors import ConflictError
 from vecmem.models import MemoryRecord
 
 __all__ = ["EDITABLE", "at_version", "edit", "forget", "restore", "revert"]

@@ -21,6 +21,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from vecmem.bank.learning import AddMessagesResult, MessageLearner
+from vecmem.bank.listing import MemoryPage
+from vecmem.bank.resolving import AddResolver, AddResult
+from vecmem.bank.writes import WritePath
 from vecmem.config import Settings
 from vecmem.errors import NotFoundError
 from vecmem.maintenance import (
@@ -38,17 +42,13 @@ from vecmem.maintenance import (
 )
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
-from vecmem.bank.learning import AddMessagesResult, MessageLearner
-from vecmem.bank.listing import MemoryPage
-from vecmem.bank.resolving import AddResolver, AddResult
 from vecmem.maintenance.stats import store_stats
 from vecmem.maintenance.transfer import content_id
-from vecmem.bank.writes import WritePath
 from vecmem.models import Hit, ImportReport, MemoryFilter, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedding.embedders import Embedder, canonical_model_name, default_model, embedder_for
-from vecmem.retrieval.retriever import Retriever
 from vecmem.retrieval.query.tokenize import warm_up as warm_tokenizer
+from vecmem.retrieval.retriever import Retriever
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.state.changes import ChangeFeed
 from vecmem.validation import (

@@ -19,8 +19,8 @@ from typing import Any
 
 from vecmem.errors import InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.state.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 from vecmem.validation import check_type_names, require_positive_int
 
 __all__ = ["DEFAULT_SORT", "SORTS", "SORT_FIELDS", "MemoryPage", "listed", "page"]

@@ -16,13 +16,13 @@ import logging
 from contextlib import ExitStack
 
 from vecmem.config import Settings
-from vecmem.storage.state.access import AccessStats
 from vecmem.storage.base import MemoryStore
-from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.chroma.store import ChromaStore
+from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.backend import state_database, write_locks
+from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.state.database import WriteLocks
 from vecmem.storage.state.lock import StoreLock
-from vecmem.storage.state.backend import state_database, write_locks
 
 __all__ = ["claim_store", "closing_last", "open_state", "open_store", "say_how_to_move"]
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from vecmem.errors import ConflictError
 from vecmem.bank import edits
 from vecmem.bank.writes import WritePath
+from vecmem.errors import ConflictError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.state.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 
 __all__ = ["approve", "move", "moved", "pending", "reject", "require_status"]
 

@@ -16,8 +16,8 @@ from vecmem.errors import ConflictError
 from vecmem.models import MemoryRecord, normalize_for_hash
 from vecmem.retrieval.index.keyword import memory_tokens
 from vecmem.retrieval.retriever import Retriever
-from vecmem.storage.state.access import AccessStats
 from vecmem.storage.base import MemoryStore, UserWrite
+from vecmem.storage.state.access import AccessStats
 
 __all__ = ["WritePath", "next_versions"]
 

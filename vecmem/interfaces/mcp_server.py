@@ -36,10 +36,10 @@ from pydantic import Field, ValidationError
 
 from vecmem import __version__
 from vecmem.bank.api import MemoryApi
+from vecmem.bank.learning import chat_messages
 from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.errors import InvalidInputError, VecmemError
 from vecmem.interfaces.http.responses import context_out
-from vecmem.bank.learning import chat_messages
 
 __all__ = ["create_server", "warm_start"]
 

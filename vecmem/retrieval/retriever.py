@@ -41,15 +41,15 @@ from vecmem.retrieval.fusion import (
 )
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
-from vecmem.retrieval.query.question import split_question
-from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
-from vecmem.retrieval.relevance import Cohort
 from vecmem.retrieval.index.replica import Replicas, Snapshot, _Copy
+from vecmem.retrieval.query.question import split_question
 from vecmem.retrieval.query.timeframe import TimeWindow, find_window
 from vecmem.retrieval.query.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
 from vecmem.retrieval.query.variants import NO_VARIANTS, Variants, spelling_variants
-from vecmem.storage.state.access import AccessStats
+from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
+from vecmem.retrieval.relevance import Cohort
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 
 __all__ = ["DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY", "Retriever"]
 

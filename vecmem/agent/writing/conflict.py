@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 from vecmem.agent.writing import topics
 from vecmem.agent.writing.extract import Candidate
-from vecmem.bank.api import MemoryApi
 from vecmem.bank import chains
+from vecmem.bank.api import MemoryApi
 from vecmem.maintenance.hygiene import needs_review
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord, Provenance, normalize_for_hash
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from vecmem.agent import rules
-from vecmem.agent.writing.gate import GateDecision
 from vecmem.agent.llm import ChatModel, parse_json_object
-from vecmem.agent.writing.person import named, third_person
 from vecmem.agent.schemas import WriteReply, validate_reply
+from vecmem.agent.writing.gate import GateDecision
+from vecmem.agent.writing.person import named, third_person
 from vecmem.agent.writing.statements import Statement, statements
-from vecmem.errors import ExtractionError, LLMError
 from vecmem.bank.intake import INJECTION_CONFIDENCE, INJECTION_IMPORTANCE, defused_text
+from vecmem.errors import ExtractionError, LLMError
 from vecmem.models import MemoryRecord
 from vecmem.validation import MAX_CONTENT_CHARS, MAX_CONTEXT_CHARS
 

@@ -32,14 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from vecmem.agent.llm import ChatModel, chat_model_from_settings
 from vecmem.agent.writing.conflict import ConflictResolver, Resolution, Written
 from vecmem.agent.writing.extract import Extractor
 from vecmem.agent.writing.gate import GateDecision, WriteGate
-from vecmem.agent.llm import ChatModel, chat_model_from_settings
 from vecmem.bank.api import MemoryApi
+from vecmem.bank.learning import AddMessagesResult, SkippedMessage
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
-from vecmem.bank.learning import AddMessagesResult, SkippedMessage
 from vecmem.models import MemoryRecord, Provenance, Turn
 
 __all__ = ["Learner", "MessageWrite", "write_message"]

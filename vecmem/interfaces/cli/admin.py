@@ -228,8 +228,8 @@ def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base:
     import uvicorn
 
     from vecmem.interfaces.http.keys import KeyStore  # uvicorn, and the app's SDK, only for these commands
-    from vecmem.interfaces.owner.opening import long_running_bank
     from vecmem.interfaces.http.security import check_binding
+    from vecmem.interfaces.owner.opening import long_running_bank
     from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
 
     settings = ctx.settings()

@@ -79,7 +79,9 @@ class Context:
     def bank(self, *, verify_model: bool = True) -> MemoryApi:
         """The store's owner when a process holds it and serves it, else the store opened here (through
         ``bank_factory`` when given; interfaces/owner/opening.py)."""
-        from vecmem.interfaces.owner.opening import open_bank  # Chroma and the model only once a command needs the store
+        from vecmem.interfaces.owner.opening import (
+            open_bank,  # Chroma and the model only once a command needs the store
+        )
 
         return open_bank(self.settings(), verify_model=verify_model, factory=self.bank_factory)
 

@@ -25,9 +25,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vecmem.bank.learning import MAX_MESSAGES, AddMessagesResult, SkippedMessage
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.cli.command import EXIT_OK, CommandGroup, Context, UsageError, arg
-from vecmem.bank.learning import MAX_MESSAGES, AddMessagesResult, SkippedMessage
 
 __all__ = ["commands", "parse_messages"]
 

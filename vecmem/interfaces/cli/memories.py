@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import TextIO
 
+from vecmem.bank.resolving import AddResult
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.cli.command import EXIT_OK, EXIT_USAGE, CommandGroup, Context, UsageError, arg, positive_int
 from vecmem.interfaces.cli.output import print_hits, print_records
-from vecmem.bank.resolving import AddResult
 from vecmem.models import MEMORY_TYPES, SOURCES, STATUSES
 
 __all__ = ["commands", "default_seed_file"]

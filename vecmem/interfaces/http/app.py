@@ -30,6 +30,8 @@ from pydantic import AfterValidator
 from starlette.exceptions import HTTPException
 
 from vecmem.bank.api import MemoryApi
+from vecmem.bank.learning import chat_messages
+from vecmem.bank.listing import DEFAULT_SORT, SORTS
 from vecmem.errors import (
     ConflictError,
     InvalidInputError,
@@ -65,8 +67,6 @@ from vecmem.interfaces.http.schemas import (
     errors,
 )
 from vecmem.interfaces.http.security import CSRF_HEADER, PRINCIPAL, Guard, check_binding, is_loopback, keyed
-from vecmem.bank.learning import chat_messages
-from vecmem.bank.listing import DEFAULT_SORT, SORTS
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.storage.state.sessions import SessionStore
 from vecmem.validation import validate_identifier

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
+from vecmem.storage.state.backend import state_database
 from vecmem.storage.state.database import Database
 from vecmem.storage.state.sqlite import SQLiteFile
-from vecmem.storage.state.backend import state_database
 from vecmem.validation import validate_identifier
 
 __all__ = ["ADMIN", "ApiKey", "KeyStore", "Principal", "keys_path"]

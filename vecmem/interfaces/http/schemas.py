@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.bank.learning import MAX_MESSAGE_CHARS, MAX_MESSAGES
+from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.validation import (
     MAX_CONTENT_CHARS,
     MAX_CONTEXT_CHARS,

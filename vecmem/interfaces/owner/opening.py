@@ -60,8 +60,8 @@ def long_running_bank(settings: Settings, *, program: str, factory: BankFactory 
     """The bank of a process that stays (``program`` names it in owner.json): the owner's when there is one, else
     the store opened here and served to other processes until the block ends; closed then. When the owner goes,
     this process takes the store over or goes through the one that did (handover.py), and tells ``say``."""
-    from vecmem.interfaces.owner.handover import HandoverBank
     from vecmem.interfaces.owner.endpoint import OwnerEndpoint  # the server side, only for a process that may serve
+    from vecmem.interfaces.owner.handover import HandoverBank
 
     bank, owned = _choose(settings, True, factory)
     try:

@@ -27,14 +27,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from vecmem.bank.learning import AddMessagesResult
+from vecmem.bank.listing import DEFAULT_SORT, MemoryPage
+from vecmem.bank.resolving import AddResult
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, StoreError, StoreInUseError
 from vecmem.interfaces.owner.wire import OwnerInfo, decode, encode, error_from
 from vecmem.maintenance.doctor import DoctorReport
 from vecmem.maintenance.hygiene import PruneCandidate
-from vecmem.bank.learning import AddMessagesResult
-from vecmem.bank.listing import DEFAULT_SORT, MemoryPage
-from vecmem.bank.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.retrieval.embedding.embedders import canonical_model_name, default_model

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from vecmem import errors
-from vecmem.errors import InvalidInputError, StoreError, VecmemError
-from vecmem.maintenance.doctor import DoctorReport, Finding
-from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.bank.learning import AddMessagesResult, SkippedMessage
 from vecmem.bank.listing import MemoryPage
 from vecmem.bank.resolving import AddResult
+from vecmem.errors import InvalidInputError, StoreError, VecmemError
+from vecmem.maintenance.doctor import DoctorReport, Finding
+from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 __all__ = ["OWNER_FILE", "VALUE_TYPES", "OwnerInfo", "decode", "encode", "error_from", "error_payload",

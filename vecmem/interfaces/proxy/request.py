@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vecmem.bank.learning import MAX_MESSAGE_CHARS
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.http.keys import Principal
-from vecmem.bank.learning import MAX_MESSAGE_CHARS
 from vecmem.validation import check_message_id, validate_identifier, validate_session_id
 
 __all__ = ["MEMORIES_HEADER", "SESSION_HEADER", "USER_HEADER", "ProxyRequest", "RequestError", "answer_text",

@@ -49,6 +49,7 @@ from vecmem.agent.recall import recall
 from vecmem.bank.api import MemoryApi
 from vecmem.errors import UpstreamError, VecmemError, is_user_error
 from vecmem.interfaces.http.keys import KeyStore, Principal
+from vecmem.interfaces.http.security import PRINCIPAL, Guard
 from vecmem.interfaces.proxy.learning import Exchange, ExchangeLearner
 from vecmem.interfaces.proxy.request import (
     MEMORIES_HEADER,
@@ -59,7 +60,6 @@ from vecmem.interfaces.proxy.request import (
     message_id,
     with_memories,
 )
-from vecmem.interfaces.http.security import PRINCIPAL, Guard
 from vecmem.models import PromptPack
 
 __all__ = ["DEFAULT_PORT", "create_proxy_app", "openai_error_body"]

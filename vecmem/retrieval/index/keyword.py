@@ -25,9 +25,9 @@ import numpy as np
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.index.columns import TYPE_NAMES as _TYPE_NAMES
 from vecmem.retrieval.index.columns import TokenTable
-from vecmem.retrieval.relevance import keyword_scale
-from vecmem.retrieval.query.tokenize import memory_tokens, recency_weights, split_dialogue, tokenize, warm_up
 from vecmem.retrieval.index.views import FilterView, KeywordResult
+from vecmem.retrieval.query.tokenize import memory_tokens, recency_weights, split_dialogue, tokenize, warm_up
+from vecmem.retrieval.relevance import keyword_scale
 
 # the tokenizer's and the views' names stay importable from here, where they lived before
 __all__ = ["FilterView", "IndexSnapshot", "IndexState", "IndexedMemory", "KeywordIndex", "KeywordResult",

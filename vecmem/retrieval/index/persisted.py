@@ -43,8 +43,8 @@ from vecmem.models import MemoryRecord
 from vecmem.retrieval.index.keyword import KeywordIndex
 from vecmem.retrieval.index.replica_file import Capture, Loaded, Mismatch, decode, encode
 from vecmem.storage.base import MemoryStore
-from vecmem.storage.state.changes import ChangeFeed, Changes
 from vecmem.storage.files import private_dir
+from vecmem.storage.state.changes import ChangeFeed, Changes
 
 __all__ = ["PERSIST_AT_LEAST", "Capture", "Loaded", "ReplicaFiles"]
 

@@ -43,8 +43,8 @@ from vecmem.retrieval.index.keyword import FilterView, IndexedMemory, IndexSnaps
 from vecmem.retrieval.index.persisted import PERSIST_AT_LEAST, Capture, ReplicaFiles
 from vecmem.retrieval.query.tokenize import memory_tokens
 from vecmem.storage.base import MemoryStore
-from vecmem.storage.state.changes import settle
 from vecmem.storage.chroma.rows import from_row, to_metadata
+from vecmem.storage.state.changes import settle
 
 __all__ = ["HOLD_AT_MOST_BYTES", "PERSIST_AT_LEAST", "REREAD_AT_MOST", "HeldRecords", "Replicas", "Snapshot"]
 

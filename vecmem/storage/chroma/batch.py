@@ -21,11 +21,11 @@ import numpy as np
 
 from vecmem.models import MemoryRecord
 from vecmem.storage.base import UserWrite, announced_many, check_write
-from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.chroma.client import chroma_errors
 from vecmem.storage.chroma.layout import ChromaCollections
-from vecmem.storage.chroma.shared import PLACE_KEY, SharedPlace
 from vecmem.storage.chroma.rows import to_metadata
+from vecmem.storage.chroma.shared import PLACE_KEY, SharedPlace
+from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["stored_ids", "write_many"]
 

@@ -34,7 +34,6 @@ import numpy as np
 
 from vecmem.errors import EmbeddingMismatchError
 from vecmem.models import MEMORY_TYPES
-from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.chroma.client import chroma_errors
 from vecmem.storage.chroma.moves import (
     REBUILD_SUFFIX,
@@ -56,6 +55,7 @@ from vecmem.storage.chroma.shared import (
     pages,
     user_key,
 )
+from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["DEDICATED_AT", "REBUILD_SUFFIX", "ChromaCollections", "collection_name", "model_of", "pages", "user_key"]
 

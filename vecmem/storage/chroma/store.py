@@ -50,7 +50,6 @@ import numpy as np
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.storage.base import IndexedRow, RawRow, UserWrite, announced, check_owner
-from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.chroma.batch import stored_ids, write_many
 from vecmem.storage.chroma.client import DEFAULT_DATABASE, chroma_errors, open_client
 from vecmem.storage.chroma.layout import (
@@ -62,9 +61,10 @@ from vecmem.storage.chroma.layout import (
     user_key,
 )
 from vecmem.storage.chroma.registry import ChromaRegistry
+from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
 from vecmem.storage.chroma.search import SearchThreads, filtered_search, plan_searches
 from vecmem.storage.chroma.shared import SharedPlace, shared_nearest, typed_rows, with_vectors
-from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
+from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["ChromaStore", "where_clause"]
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError
+from vecmem.storage.state.backend import state_database
 from vecmem.storage.state.database import Database
 from vecmem.storage.state.sqlite import SQLiteFile
-from vecmem.storage.state.backend import state_database
 
 __all__ = ["SessionStore", "StoredTurn", "RecentSession", "Task", "LoggedDecision", "SessionCounters", "TurnUsage"]
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from vecmem.errors import StoreError
-from vecmem.storage.state.database import Cursor, ddl
 from vecmem.storage.files import private_file
+from vecmem.storage.state.database import Cursor, ddl
 
 __all__ = ["SQLiteFile"]
 
