@@ -1,7 +1,8 @@
 """vecmem: long-term memory for LLM agents.
 
 Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blend of similarity, recency and
-importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
+importance, and handed to the model inside a token budget. Start with ``MemoryBank``, or ``connect()`` where the
+store may be open in the chat, `vecmem serve` or `vecmem mcp` (it goes through that process, as `vecmem` does).
 
 Every name below is loaded when it is first used (PEP 562 ``__getattr__``), so ``import vecmem`` and whatever
 imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/owner/opening.py) pay only
@@ -44,6 +45,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     )
     from vecmem.interfaces.integrations.langchain_retriever import VecmemRetriever
     from vecmem.interfaces.integrations.langgraph_store import VecmemStore
+    from vecmem.interfaces.owner.opening import connect
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
     from vecmem.models import (
@@ -85,6 +87,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MemoryBank",
+    "connect",
     "AsyncMemoryBank",
     "MemoryApi",
     "VecmemStore",
@@ -188,6 +191,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     ),
     "vecmem.interfaces.integrations.langchain_retriever": ("VecmemRetriever",),
     "vecmem.interfaces.integrations.langgraph_store": ("VecmemStore",),
+    "vecmem.interfaces.owner.opening": ("connect",),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.bank.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),

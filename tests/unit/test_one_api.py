@@ -111,3 +111,9 @@ def test_each_mcp_tool_calls_declared_members_with_declared_arguments(bank):
         result = asyncio.run(server.call_tool(tool, given))
         assert not result.is_error, (tool, result.content)
         assert spy.calls[before:], f"{tool} called no member of the bank"
+
+
+def test_the_hand_over_passes_on_every_declared_member():
+    from vecmem.interfaces.owner import handover
+
+    assert handover._API == (METHODS - {"close"}) | (PROPERTIES - {"settings"})

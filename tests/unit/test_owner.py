@@ -22,7 +22,8 @@ from vecmem.errors import ConflictError, InvalidInputError, NotFoundError, Store
 from vecmem.interfaces.cli.main import main as cli_main
 from vecmem.interfaces.owner import opening, remote
 from vecmem.interfaces.owner.endpoint import OwnerEndpoint
-from vecmem.interfaces.owner.opening import find_owner, long_running_bank, open_bank
+from vecmem.interfaces.owner.handover import long_running_bank
+from vecmem.interfaces.owner.opening import find_owner, open_bank
 from vecmem.interfaces.owner.remote import RemoteBank
 from vecmem.interfaces.owner.wire import OwnerInfo, encode, read_owner
 
@@ -232,7 +233,7 @@ def test_commands_go_through_a_live_owner_and_never_open_the_store(owned, settin
     chosen = open_bank(settings, factory=factory)
     assert isinstance(chosen, RemoteBank) and opened == []
     with long_running_bank(settings, program="vecmem serve", factory=factory) as served:  # the panel's
-        assert isinstance(served, RemoteBank) and opened == []
+        assert isinstance(served.bank, RemoteBank) and not served.serving and opened == []
         served.add("The user likes green tea")
     assert bank.count() == 1 and read_owner(settings.home) is not None  # the owner's endpoint is untouched
 
@@ -247,7 +248,7 @@ def test_a_server_store_never_looks_for_an_owner(owned, settings, make_bank):
 def test_a_long_running_process_that_opens_the_store_serves_it_until_it_stops(make_bank, settings):
     factory, opened = _counting_factory(make_bank)
     with long_running_bank(settings, program="python -m vecmem.chat", factory=factory) as bank:
-        assert opened == [bank] and read_owner(settings.home).program == "python -m vecmem.chat"
+        assert opened == [bank.bank] and bank.serving and read_owner(settings.home).program == "python -m vecmem.chat"
         with open_bank(settings, factory=factory) as command:  # a command meanwhile
             assert isinstance(command, RemoteBank) and command.add("The user likes tea").content == "The user likes tea"
         assert bank.count() == 1

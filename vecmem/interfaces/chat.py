@@ -23,7 +23,7 @@ from vecmem.bank.api import MemoryApi
 from vecmem.bank.chains import revision_number, version_dates
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
-from vecmem.interfaces.owner.opening import long_running_bank
+from vecmem.interfaces.owner.handover import long_running_bank
 from vecmem.interfaces.stopping import serve_until_stopped, start_before_any_stop, stops_cleanly
 from vecmem.retrieval.rank import prior_share
 from vecmem.storage.state.sessions import SessionStore

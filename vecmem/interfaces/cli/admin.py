@@ -229,7 +229,7 @@ def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base:
 
     from vecmem.interfaces.http.keys import KeyStore  # uvicorn, and the app's SDK, only for these commands
     from vecmem.interfaces.http.security import check_binding
-    from vecmem.interfaces.owner.opening import long_running_bank
+    from vecmem.interfaces.owner.handover import long_running_bank
     from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
 
     settings = ctx.settings()
@@ -243,11 +243,15 @@ def _serve(ctx: Context, program: str, doing: str, app_for: AppFactory, *, base:
     except OSError as exc:
         print(f"vecmem: error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=ctx.err)
         return EXIT_FAILURE
+    def say(line: str) -> None:  # when the owner it went through goes: who holds the store now
+        print(line, file=ctx.err, flush=True)
+
     with stops_cleanly(), listening, contextlib.closing(keys), long_running_bank(
-            settings, program=program, factory=ctx.bank_factory) as bank:
+            settings, program=program, factory=ctx.bank_factory, say=say) as bank:
         keyed = " (an API key required)" if token or keys.any_valid() else ""
-        print(f"vecmem: {doing.format(location=bank.location)} on http://{host}:{port}{base}{keyed}",
-              file=ctx.err, flush=True)
+        whose = f"{bank.location}, {bank.whose()},"  # its own store, or the one the chat (pid N) holds
+        print(f"vecmem: {doing.format(location=whose)} on http://{host}:{port}{base}{keyed}", file=ctx.err,
+              flush=True)
         # SIGTERM and Ctrl-C: uvicorn finishes the requests under way and runs the app's shutdown (the proxy
         # learns what it queued), then the bank is closed and the exit status is 0 (stopping.py)
         server = uvicorn.Server(uvicorn.Config(app_for(bank, token, keys, allowed), log_level="warning"))
@@ -312,7 +316,7 @@ def _keys_action(ctx: Context, store: KeyStore) -> int:
                   per_user=False)
 def mcp(ctx: Context) -> int:
     from vecmem.interfaces.mcp_server import create_server, warm_start  # the MCP SDK only for this command
-    from vecmem.interfaces.owner.opening import long_running_bank
+    from vecmem.interfaces.owner.handover import long_running_bank
     from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
 
     # the end of stdin (the client closed it), SIGTERM and Ctrl-C all stop it the same way: the warm-up joined

@@ -12,16 +12,17 @@ serves the others (endpoint.py), and every interface opens its bank here:
   let go (another command finishing), then gives up with that error, as before. A store opened here clears an
   owner.json left by an owner that was killed (this process holds the store, so that one is gone).
 
-``open_bank`` is for one-shot commands, which never serve. ``long_running_bank`` is for the processes that stay:
-when they opened the store themselves, they serve it until they stop.
+``open_bank`` is for one-shot commands, which never serve (``connect`` is the same for Python code: what
+``MemoryBank`` cannot be beside a running owner). ``long_running_bank`` (handover.py) is for the processes that stay: when they
+opened the store themselves, they serve it until they stop; when they go through an owner and it goes, one of
+them takes the store over and the others go through that one (handover.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vecmem.config import Settings
@@ -32,7 +33,7 @@ from vecmem.interfaces.owner.wire import read_owner, remove_owner
 if TYPE_CHECKING:
     from vecmem.bank.api import MemoryApi
 
-__all__ = ["OWNER_WAIT", "BankFactory", "find_owner", "long_running_bank", "open_bank"]
+__all__ = ["OWNER_WAIT", "BankFactory", "connect", "choose_bank", "find_owner", "open_bank", "open_here"]
 
 BankFactory = Callable[..., "MemoryApi"]  # (settings, verify_model=...) -> the store opened in this process
 OWNER_WAIT = 5.0  # seconds: a chat or `vecmem serve` takes about a second from taking the store to serving it
@@ -41,23 +42,14 @@ _POLL = 0.1
 
 def open_bank(settings: Settings, *, verify_model: bool = True, factory: BankFactory | None = None) -> MemoryApi:
     """The bank for a one-shot command: the owner's when there is one, else the store opened here."""
-    return _choose(settings, verify_model, factory)[0]
+    return choose_bank(settings, verify_model, factory)[0]
 
 
-@contextlib.contextmanager
-def long_running_bank(settings: Settings, *, program: str, factory: BankFactory | None = None) -> Iterator[MemoryApi]:
-    """The bank of a process that stays (``program`` names it in owner.json): the owner's when there is one, else
-    the store opened here and served to other processes until the block ends; closed then."""
-    from vecmem.interfaces.owner.endpoint import OwnerEndpoint  # the server side, only for a process that may serve
-
-    bank, owned = _choose(settings, True, factory)
-    endpoint = OwnerEndpoint(bank, settings.home, program=program).start() if owned else None
-    try:
-        yield bank
-    finally:
-        if endpoint is not None:
-            endpoint.stop()  # owner.json goes before the store does
-        bank.close()
+def connect(settings: Settings | None = None) -> MemoryApi:
+    """The bank of a Python program, as a `vecmem` command gets it: the owner's (the chat, `vecmem serve` or
+    `vecmem mcp` holding the store) when there is one, else the store opened here. ``settings``: from the
+    environment when not given."""
+    return open_bank(settings or Settings.from_env())
 
 
 def find_owner(settings: Settings) -> RemoteBank | None:
@@ -74,10 +66,10 @@ def find_owner(settings: Settings) -> RemoteBank | None:
     return remote
 
 
-def _choose(settings: Settings, verify_model: bool, factory: BankFactory | None) -> tuple[MemoryApi, bool]:
+def choose_bank(settings: Settings, verify_model: bool, factory: BankFactory | None) -> tuple[MemoryApi, bool]:
     """(the bank, whether it is an embedded store opened here, which a long-running process then serves)."""
     if settings.chroma_url:
-        return _opened(settings, verify_model, factory), False
+        return open_here(settings, verify_model, factory), False
     deadline = time.monotonic() + OWNER_WAIT
     while True:
         remote = find_owner(settings)
@@ -85,7 +77,7 @@ def _choose(settings: Settings, verify_model: bool, factory: BankFactory | None)
             return remote, False
         stale = read_owner(settings.home)  # not live: its owner was killed, or is just gone
         try:
-            bank = _opened(settings, verify_model, factory)
+            bank = open_here(settings, verify_model, factory)
         except StoreInUseError:
             if time.monotonic() >= deadline:
                 raise
@@ -96,7 +88,7 @@ def _choose(settings: Settings, verify_model: bool, factory: BankFactory | None)
         return bank, True
 
 
-def _opened(settings: Settings, verify_model: bool, factory: BankFactory | None) -> MemoryApi:
+def open_here(settings: Settings, verify_model: bool, factory: BankFactory | None) -> MemoryApi:
     if factory is not None:
         return factory(settings, verify_model=verify_model)
     from vecmem.assembly import MemoryBank  # Chroma and the model only once the store is opened here

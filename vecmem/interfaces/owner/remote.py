@@ -10,7 +10,10 @@ caller's own, for what the caller decides itself (its default user, its chat's t
 Where the wire changes a call: ``export`` arrives as a list (returned as an iterator); ``import_jsonl`` sends
 the lines in chunks of ``IMPORT_CHUNK`` and renumbers the bad lines the owner reports to the whole file's
 numbers; ``progress`` callbacks stay here (called after each chunk, or at the end); ``close`` closes the
-connections, never the owner's store. An owner that is gone (refused, reset) is a ``StoreError`` in one line.
+connections, never the owner's store. An owner that is gone (refused, reset, closing) is an ``OwnerGoneError`` (a
+``StoreError``) in one line, which says whether the call may have reached it (``delivered``): a long-running
+process takes the store over or re-points on it (handover.py), and repeats only a call that cannot have been
+done twice.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import select
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -35,11 +39,22 @@ from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenanc
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
 from vecmem.retrieval.embedding.embedders import canonical_model_name, default_model
 
-__all__ = ["CONNECT_SECONDS", "IMPORT_CHUNK", "RemoteBank"]
+__all__ = ["CONNECT_SECONDS", "IMPORT_CHUNK", "OwnerGoneError", "RemoteBank"]
 
 CONNECT_SECONDS = 5.0  # to reach the owner and hear its hello; a call may take as long as the owner's bank takes
 IMPORT_CHUNK = 2000  # lines per import call
 _T = TypeVar("_T")
+
+
+class OwnerGoneError(StoreError):
+    """The owner did not answer a call: refused, reset, closing, or another process on its port. ``delivered``:
+    the call may have reached the owner's bank (it was sent and no answer came), so it may have been done; when
+    False the owner never read it (no connection, a 503 while closing, a refused secret) and it is safe to send it
+    again to whoever holds the store next."""
+
+    def __init__(self, message: str, *, delivered: bool) -> None:
+        super().__init__(message)
+        self.delivered = delivered
 
 
 class RemoteBank:
@@ -74,9 +89,11 @@ class RemoteBank:
             answer = json.loads(data)
         except ValueError:
             raise StoreError(f"the store's owner (pid {self.owner.pid}) answered {status} without JSON") from None
-        if status == 401:
-            raise StoreError(f"the process on port {self.owner.port} refused the secret in owner.json; run the "
-                             "command again")
+        if status == 401:  # another process on the owner's port: the call was not done
+            raise OwnerGoneError(f"the process on port {self.owner.port} refused the secret in owner.json; run the "
+                                 "command again", delivered=False)
+        if status == 503:  # the owner read the call while closing the store and did not do it (owner.py)
+            raise OwnerGoneError(str(error_from(answer)), delivered=False)
         if status != 200 or not isinstance(answer, dict) or "result" not in answer:
             raise error_from(answer)
         try:
@@ -87,13 +104,18 @@ class RemoteBank:
 
     def _post(self, body: bytes, timeout: float | None) -> tuple[int, bytes]:
         """One request on this thread's connection; once more on a new one if a kept-alive connection was closed
-        by the owner (idle) before it read the request. A request the owner read is never sent twice."""
+        by the owner (idle) before it read the request. An ``OwnerGoneError`` says whether the request was sent."""
         headers = {"Authorization": f"Bearer {self.owner.secret}", "Content-Type": "application/json"}
+        sent = False
         for attempt in itertools.count():
-            connection, reused = self._connection()
+            try:
+                connection, reused = self._connection()
+            except OSError as exc:
+                raise self._gone(exc, delivered=sent) from None
             try:
                 if connection.sock is not None:
                     connection.sock.settimeout(timeout)
+                sent = True  # from the first byte on, the owner may have read it
                 connection.request("POST", "/call", body, headers)
                 response = connection.getresponse()
                 data = response.read()
@@ -101,24 +123,27 @@ class RemoteBank:
                 self._drop(connection)
                 if reused and attempt == 0:
                     continue
-                raise self._gone(exc) from None
+                raise self._gone(exc, delivered=True) from None
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(connection)
-                raise self._gone(exc) from None
+                raise self._gone(exc, delivered=True) from None
             if response.will_close:
                 self._drop(connection)
             return response.status, data
         raise AssertionError("unreachable")
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection and whether it was used before; raises OSError when the owner cannot be
+        reached. A kept-alive connection that has something to read between calls was closed by the owner
+        (idle, stopped or killed: an end of file or a reset): it is replaced before a request is sent on it, so
+        an owner that is gone is a refused connection, a call it never read."""
         connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
-        if connection is not None:
+        if connection is not None and not _closed_by_peer(connection):
             return connection, True
+        if connection is not None:
+            self._drop(connection)
         connection = http.client.HTTPConnection("127.0.0.1", self.owner.port, timeout=CONNECT_SECONDS)
-        try:
-            connection.connect()
-        except OSError as exc:
-            raise self._gone(exc) from None
+        connection.connect()
         self._local.connection = connection
         with self._guard:
             self._open.append(connection)
@@ -131,11 +156,11 @@ class RemoteBank:
             if connection in self._open:
                 self._open.remove(connection)
 
-    def _gone(self, exc: BaseException) -> StoreError:
+    def _gone(self, exc: BaseException, *, delivered: bool) -> OwnerGoneError:
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        return StoreError(f"the process holding the store in {self.settings.home} ({self.owner.program}, pid "
+        return OwnerGoneError(f"the process holding the store in {self.settings.home} ({self.owner.program}, pid "
                           f"{self.owner.pid}) is not answering ({why}); once it has gone, run the command again "
-                          "and it opens the store itself")
+                          "and it opens the store itself", delivered=delivered)
 
     def close(self) -> None:
         """Close this client's connections (the owner and its store go on)."""
@@ -261,7 +286,13 @@ class RemoteBank:
         errors: list[tuple[int, str]] = []
         iterator = iter(lines)
         while chunk := list(itertools.islice(iterator, IMPORT_CHUNK)):
-            report = _as(ImportReport, self._call("import_jsonl", lines=chunk, user_id=user_id, overwrite=overwrite))
+            try:
+                report = _as(ImportReport, self._call("import_jsonl", lines=chunk, user_id=user_id,
+                                                      overwrite=overwrite))
+            except OwnerGoneError as exc:  # the chunks before were imported: the whole call is not to be repeated
+                if first:
+                    raise OwnerGoneError(str(exc), delivered=True) from None
+                raise
             added, skipped = added + report.added, skipped + report.skipped
             errors.extend((first + number, message) for number, message in report.errors)
             first += len(chunk)
@@ -302,6 +333,17 @@ class RemoteBank:
         if progress is not None:
             progress(sum(done.values()))
         return {str(user): count for user, count in done.items()}
+
+
+def _closed_by_peer(connection: http.client.HTTPConnection) -> bool:
+    """Whether an idle kept-alive connection is readable: the owner sent nothing unasked, so it closed it."""
+    if connection.sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([connection.sock], [], [], 0)
+    except (OSError, ValueError):  # a closed socket
+        return True
+    return bool(readable)
 
 
 def _sent(name: str, value: object) -> Any:

@@ -57,8 +57,9 @@ class StoreLock:
             os.close(descriptor)
             raise StoreInUseError(
                 f"the store in {self.path.parent} is open in another process ({holder}); an embedded store "
-                "serves one process at a time: close that one, or run a Chroma server for several "
-                "(`chroma run --path DIR --port N` and VECMEM_CHROMA_URL=http://127.0.0.1:N)"
+                "serves one process at a time: close that one; in Python, vecmem.connect() rather than "
+                "MemoryBank() goes through a chat, `vecmem serve` or `vecmem mcp` that holds it; or run a Chroma "
+                "server for several (`chroma run --path DIR --port N` and VECMEM_CHROMA_URL=http://127.0.0.1:N)"
             ) from None
         os.ftruncate(descriptor, 0)
         os.write(descriptor, f"pid {os.getpid()}: {_program()}\n".encode("utf-8", "replace"))
