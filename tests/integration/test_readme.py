@@ -170,7 +170,7 @@ def _proxy(run: Run) -> None:
     from tests.proxy_script import ANSWER, LEARNT, carries, remembering_upstream
     from vecmem import MemoryBank, Settings
     from vecmem.agent.llm import ChatCompletions
-    from vecmem.interfaces.proxy import create_proxy_app
+    from vecmem.interfaces.proxy.server import create_proxy_app
 
     embedder = run.request.getfixturevalue("real_embedder")
     with ScriptedChatServer(remembering_upstream) as server:
@@ -193,7 +193,7 @@ def _http_server(run: Run) -> None:
     """Against the HTTP API (`vecmem serve`'s app) on this run's port."""
     from tests.conftest import serving
     from vecmem import MemoryBank, Settings
-    from vecmem.interfaces.server import create_app
+    from vecmem.interfaces.http.app import create_app
 
     bank = MemoryBank(Settings(home=run.tmp_path / "served"), embedder=run.request.getfixturevalue("real_embedder"))
     with serving(create_app(bank)) as port:
@@ -251,7 +251,7 @@ def _makefile_targets() -> set[str]:
 
 def _answers_help(*command: str) -> str:
     """`vecmem COMMAND --help`, in this process: argparse prints the help and exits 0."""
-    from vecmem.interfaces.cli import main
+    from vecmem.interfaces.cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exited:
