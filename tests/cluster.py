@@ -54,7 +54,7 @@ class Worker:
 
 
 def worker_environment(chroma_url: str, state_url: str, schema: str, database: str, home: Path) -> dict[str, str]:
-    """What a worker of the deployment is configured with: the README's 'Several processes' lists the same."""
+    """What a worker of the deployment is configured with: docs/deployment.md's 'Several processes' lists the same."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("VECMEM_")}
     environment.update(VECMEM_HOME=str(home), VECMEM_CHROMA_URL=chroma_url, VECMEM_CHROMA_DATABASE=database,
                        VECMEM_DATABASE_URL=state_url, VECMEM_DATABASE_SCHEMA=schema, HF_HUB_OFFLINE="1")

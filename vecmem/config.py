@@ -2,7 +2,7 @@
 
 Every setting is declared once, as its dataclass field: ``setting("VECMEM_X", default, parse, check)`` names
 the environment variable, the default, how the variable's text becomes a value and which values are accepted.
-``Settings.from_env()`` reads each declared variable (the README lists them); ``Settings(...)`` with keyword
+``Settings.from_env()`` reads each declared variable (docs/configuration.md lists them); ``Settings(...)`` with keyword
 arguments builds settings in code, with the same defaults and the same validation, and every refusal names
 the variable.
 """
@@ -277,7 +277,7 @@ class BudgetShares:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything configurable in vecmem. Each field names its environment variable; the README lists them."""
+    """Everything configurable in vecmem. Each field names its environment variable; docs/configuration.md lists them."""
 
     home: Path = field(default_factory=default_home, metadata=_path_declaration("VECMEM_HOME"))
     chroma_url: str | None = setting("VECMEM_CHROMA_URL", None, _text, _url("http://host:port"))

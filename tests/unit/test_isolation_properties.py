@@ -252,7 +252,7 @@ TestIsolationInMemory = InMemoryIsolation.TestCase
 @pytest.mark.chroma
 def test_isolation_on_a_chroma_server(chroma_server):
     """The same sequences on a real `chroma run` server, through one client: a server has no change feed, so
-    a second client's copy would learn of supersessions only at its next count check (see the README)."""
+    a second client's copy would learn of supersessions only at its next count check (see docs/configuration.md, VECMEM_INDEX_CHECK_SECONDS)."""
 
     class OnAServer(IsolationMachine):
         chroma_url = chroma_server

@@ -58,7 +58,7 @@ two are within 0.1 point of each other on both halves.
 
 The fusion before this one (w·cosine + (1 - w)·keyword relative to the best, w = 0.6) lost to its own dense
 side on English MADial-Bench (56.6 against 56.4 at R@5 but 42 dialogues worse) and let importance and recency
-reorder the keyword side's Chinese matches; see the README's evaluation section for the figures.
+reorder the keyword side's Chinese matches; docs/benchmarks.md has the figures.
 """
 
 from __future__ import annotations

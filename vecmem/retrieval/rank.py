@@ -8,7 +8,7 @@ so among memories the query does not tell apart they decide the order, and they 
 the query's evidence clearly prefers. Near the top the share never falls below TIE_BAND (0.2), so two memories
 the query points at almost alike are still told apart by the priors, the newer first. A memory nothing in the
 query points at (similarity 0) scores the same either way. ``make eval`` reports both blends on every benchmark
-(docs: README, "Recall, measured").
+(docs/benchmarks.md, "Recall, measured").
 
 * similarity: how much the query points at the memory, per query from chance (0) to the query's best
   evidence (retrieval/fusion.py), in [0, 1];

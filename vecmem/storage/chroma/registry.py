@@ -188,7 +188,7 @@ class ChromaRegistry:
                 f"the store {self.where} is shared through the state in {stored.get('state_where', '?')}, not "
                 f"{where}: every process writing to one store must share its state, or they lose each other's "
                 "writes. Point this one at it (the same VECMEM_HOME on this machine, or the same "
-                "VECMEM_DATABASE_URL for workers; see the README's 'Several processes'), or run `vecmem claim` "
+                "VECMEM_DATABASE_URL for workers; see docs/deployment.md, 'Several processes'), or run `vecmem claim` "
                 "to move the store to this state for good")
         with chroma_errors("recording the state database"):
             claim.modify(metadata=wanted)
