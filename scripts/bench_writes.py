@@ -7,7 +7,7 @@ The deployment of several workers, on 127.0.0.1: one PostgreSQL server for the s
 (``VECMEM_DATABASE_URL``, tests/postgres.py starts it from Debian's binaries) and one `chroma run` server for the
 memories (``VECMEM_CHROMA_URL``). For each worker count a new store (a Chroma database and a state schema of its
 own) is served by that many workers, each its own process and home, with ``VECMEM_EMBED_MODEL=hashed:384`` (no
-model: words hashed into buckets, hashed_embedder.py) so that what is measured is the write path (the locks, the
+model: words hashed into buckets, embedding/hashed.py) so that what is measured is the write path (the locks, the
 state database, Chroma, HTTP), not a model. ``--threads`` client threads then add memories for ``--seconds``
 (``POST /memories``, stored as given, each thread's requests round robin over the workers, spread over
 ``--users`` users), each waiting for its answer before the next.

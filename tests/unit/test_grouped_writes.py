@@ -1,6 +1,6 @@
 """Writes of several threads of one process: side by side for different users, one write to the store for those
 that wait at the same moment (storage/grouped.py), each writer told its own write's outcome; and the model-free
-embedder a deployment names as ``hashed:<dimension>`` (retrieval/hashed_embedder.py)."""
+embedder a deployment names as ``hashed:<dimension>`` (retrieval/embedding/hashed.py)."""
 
 import threading
 import time
@@ -10,8 +10,8 @@ import pytest
 
 from vecmem import MemoryRecord, Settings
 from vecmem.errors import ConfigError
-from vecmem.retrieval.embedders import embedder_for
-from vecmem.retrieval.hashed_embedder import HashedEmbedder
+from vecmem.retrieval.embedding.embedders import embedder_for
+from vecmem.retrieval.embedding.hashed import HashedEmbedder
 from vecmem.storage.base import UserWrite
 from vecmem.storage.grouped import GroupCommit
 

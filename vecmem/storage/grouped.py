@@ -8,7 +8,7 @@ and waits. One thread at a time leads: it takes every write waiting (of the same
 upsert per collection) and wakes their writers; if more arrived meanwhile it hands the lead to the first of
 them and returns, so no writer waits for more than the group before its own and its own.
 
-Writers keep holding their users' write locks while they wait (bank.py), so a group never holds two writes of
+Writers keep holding their users' write locks while they wait (bank/facade.py), so a group never holds two writes of
 one user, and what each writer read and checked under its lock is still true when its write lands. A group
 that fails is written again one writer at a time, so each writer gets its own write's outcome: one bad write
 fails alone, and a failure of the store reaches every writer as its own error. Upserts are idempotent, so
