@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
 	@echo "make bench-reindex - reindex of 100,000 memories between two fake models, rate and wall time (BENCH_REINDEX_ARGS)"
+	@echo "make bench-writes - acknowledged writes/s through 1, 2 and 4 workers on PostgreSQL and a Chroma server (BENCH_WRITES_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras and the LangGraph/LangChain adapters' packages"
 
@@ -120,6 +121,13 @@ bench-ann: install
 BENCH_REINDEX_ARGS ?= --n 100000
 bench-reindex: install
 	$(BIN)/python scripts/bench_reindex.py $(BENCH_REINDEX_ARGS)
+
+# Writes through several `vecmem serve` workers of one store (PostgreSQL state, a `chroma run` server, both started
+# on 127.0.0.1 and stopped afterwards), with the model-free hashed:384 embedder so the store's path is measured:
+# writes/s, p50/p95 latency, lost, stale and 5xx per worker count. BENCH_WRITES_ARGS="--workers 1,2 --seconds 30".
+BENCH_WRITES_ARGS ?= --workers 1,2,4 --seconds 20
+bench-writes: install postgres
+	$(BIN)/python scripts/bench_writes.py $(BENCH_WRITES_ARGS)
 
 # mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
 # protobuf older than the one vecmem's venv has.

@@ -17,9 +17,8 @@ exports) or through the constructor.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -84,7 +83,6 @@ class MemoryBank:
         self._assembler = ContextAssembler(token_counter or TiktokenCounter(self.settings.tokenizer), self.settings.shares,
                                            self.settings.relevance_floor)
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._lock = threading.RLock()
         # Each part is registered to be released as soon as it is taken: a failure half-way (a model mismatch,
         # an unreadable access.sqlite3) releases what was taken, newest first, and leaves the lock free.
         with ExitStack() as acquired:
@@ -106,8 +104,10 @@ class MemoryBank:
 
     @contextmanager
     def _writing(self, users: Iterable[str]) -> Iterator[None]:
-        """This process's write lock, then the shared write locks of ``users``: what every write holds."""
-        with self._lock, self._locks.holding(users):
+        """The shared write locks of ``users``: what every write holds. Nothing process-wide: threads writing
+        other users run side by side (their stores meet in one Chroma write, bank/writes.py), and a
+        thread waits only for writes of its users, whichever process or thread makes them."""
+        with self._locks.holding(users):
             yield
 
     @property
@@ -461,7 +461,7 @@ class MemoryBank:
         """Examine the store (counts per user and type, unreadable rows, misplaced copies, dangling or cyclic
         supersession, keyword tokens out of step, model mismatch, stale access statistics, unfinished writes);
         with ``repair``, mend what can be mended without guessing (doctor.py says what)."""
-        with self._writing(self.users()) if repair else self._lock:
+        with self._writing(self.users()) if repair else nullcontext():  # a look: no lock
             report = examine(self._store, self._access, self._changes, self.embedder.name, repair=repair,
                              rewrite=lambda user, records: self._writes.write(records))
             if repair and report.findings:

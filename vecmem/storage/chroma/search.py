@@ -114,11 +114,13 @@ def filtered_search(
 
 
 class SearchThreads:
-    """The threads a search of several collections runs on, created on the first such search."""
+    """The threads a search of several collections runs on, created on the first such search (a write of several
+    collections runs on threads of its own: ``size`` and ``name``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = _SEARCH_THREADS, name: str = "vecmem-search") -> None:
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._size, self._name = size, name
 
     def map(self, work: Callable[[_Item], _Result], items: Sequence[_Item]) -> list[_Result]:
         """``work`` on every item, at once when there are several (Chroma releases the GIL while it searches)."""
@@ -126,7 +128,7 @@ class SearchThreads:
             return [work(item) for item in items]
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=_SEARCH_THREADS, thread_name_prefix="vecmem-search")
+                self._pool = ThreadPoolExecutor(max_workers=self._size, thread_name_prefix=self._name)
             pool = self._pool
         return list(pool.map(work, items))
 

@@ -62,7 +62,7 @@ from vecmem.storage.chroma.layout import (
 from vecmem.storage.chroma.registry import ChromaRegistry
 from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
 from vecmem.storage.chroma.search import SearchThreads, filtered_search, plan_searches
-from vecmem.storage.chroma.shared import SharedPlace, shared_nearest, typed_rows, with_vectors
+from vecmem.storage.chroma.shared import SHARED_BUCKETS, SharedPlace, shared_nearest, typed_rows, with_vectors
 from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["ChromaStore", "where_clause"]
@@ -100,6 +100,9 @@ class ChromaStore:
             self.model_name = model_name = model_name if stored is None else stored[0]
         self._layout = ChromaCollections(client, model_name, changes, dedicated_at, self.location)
         self._threads = SearchThreads()
+        # a write's collections at once, on a server (chroma/batch.py); an embedded store's writes share this
+        # process's cores, so they gain nothing by it
+        self._write_threads = None if url is None else SearchThreads(SHARED_BUCKETS, "vecmem-write")
 
     @property
     def _client(self) -> Any:  # the raw Chroma client, for tests that recreate what a crash leaves behind
@@ -112,9 +115,11 @@ class ChromaStore:
             self._layout.claim(self.changes.identity(), self.changes.where, take_over=take_over)
 
     def close(self) -> None:
-        """Stop the search threads. The Chroma client stays open: chromadb shares one per folder or server
-        among every store of the process, so closing it here would close it under other banks."""
+        """Stop the search and write threads. The Chroma client stays open: chromadb shares one per folder or
+        server among every store of the process, so closing it here would close it under other banks."""
         self._threads.close()
+        if self._write_threads is not None:
+            self._write_threads.close()
 
     # ----------------------------------------------------------------------------------------- layout
 
@@ -321,7 +326,7 @@ class ChromaStore:
 
     def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
         """Several users' upserts in a few Chroma calls (``chroma/batch.py``)."""
-        write_many(self._layout, self.changes, writes, new=new)
+        write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
 
     def stored_ids(self, ids_by_user: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
         """Which of these ids each user has stored, a Chroma read per collection asked."""

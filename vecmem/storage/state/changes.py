@@ -129,6 +129,21 @@ class ChangeFeed:
             raise
         self._append(rows, _DONE)
 
+    @contextlib.contextmanager
+    def sole_writer(self, collection: str) -> Iterator[None]:
+        """Around one write of a Chroma collection: no other process writes it meanwhile (PostgreSQL: an
+        advisory lock for the collection, held in a transaction of its own). A Chroma server runs the writes of
+        different collections side by side, but writes of one collection sent at the same moment slow each
+        other down (each costs it more than both one after the other), and a writer that waits meanwhile
+        gathers more rows for its next write (storage/grouped.py). A SQLite feed holds nothing: its lock would
+        stop every announcement of every process for the length of the write."""
+        if self._db.dialect != "postgresql":
+            yield
+            return
+        with self._db.transaction() as db:
+            db.exclusive(f"vecmem collection {collection}")
+            yield
+
     def settle(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """End writes whose writer died before ending them (``vecmem doctor``): readers re-read and settle."""
         self._append([(user_id, memory_id) for memory_id in dict.fromkeys(memory_ids)], _FAILED)

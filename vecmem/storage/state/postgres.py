@@ -8,7 +8,9 @@ closed when the last of them closes. Connections run in autocommit; ``transactio
 **Write locks** are transaction-level advisory locks (``pg_advisory_xact_lock``) taken on a connection of a
 pool of their own: a lock holder then needs connections of the main pool for the writes it announces, and
 nothing that waits for a main-pool connection ever holds a lock, so the two pools cannot wait on each other.
-The server lets a lock go when its transaction ends, and when the connection drops (a killed worker).
+The server lets a lock go when its transaction ends, and when the connection drops (a killed worker). A thread
+that takes locks first takes one of ``LOCK_POOL_SIZE`` slots of its process, waiting as long as it must: the
+pool's timeout is then left for a database that does not answer, not for a queue of writers.
 
 Errors: every ``psycopg.Error`` and a pool that gives no connection in time become ``StoreError`` naming the
 database (never its password); what this module does not know propagates as it is.
@@ -33,7 +35,9 @@ from vecmem.storage.state.database import Cursor, ddl, lock_key, stripe
 __all__ = ["PostgresDatabase", "PostgresWriteLocks", "describe"]
 
 POOL_SIZE = 12  # connections of the main pool: a worker's threads share them (each statement holds one briefly)
-LOCK_POOL_SIZE = 4  # connections that hold write locks (a bank holds one at a time: its writes are serialised)
+# connections that hold write locks: as many of a process's threads write side by side (their stores grouped
+# into one Chroma write, storage/grouped.py); more wait their turn without a timeout, as for the lock itself
+LOCK_POOL_SIZE = 8
 CONNECT_TIMEOUT_S = 10.0
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _CREATE_LOCK = "vecmem: creating the schema"
@@ -101,6 +105,7 @@ class _Pools:
             psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S), options=options).close()
         self.main = pool(POOL_SIZE, "vecmem-state")
         self.locks = pool(LOCK_POOL_SIZE, "vecmem-locks")
+        self.lock_slots = threading.BoundedSemaphore(LOCK_POOL_SIZE)  # threads holding a lock-pool connection
         try:
             with _mapped(where, "opening the state database"):
                 self.main.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -187,7 +192,7 @@ class PostgresDatabase:
 
     def write_locks(self) -> PostgresWriteLocks:
         """Users' write locks on this database's lock pool; closing them closes this database object."""
-        return PostgresWriteLocks(self, self._pools.locks)
+        return PostgresWriteLocks(self, self._pools.locks, self._pools.lock_slots)
 
     def close(self) -> None:
         with _OPEN_LOCK:
@@ -204,9 +209,10 @@ class PostgresWriteLocks:
     """Users' write locks as advisory locks, held in a transaction on a connection of the lock pool
     (database.WriteLocks). A thread that holds a user's lock does not take it again."""
 
-    def __init__(self, database: PostgresDatabase, pool: ConnectionPool) -> None:
+    def __init__(self, database: PostgresDatabase, pool: ConnectionPool, slots: threading.BoundedSemaphore) -> None:
         self._database = database
         self._pool = pool
+        self._slots = slots
         self._where = database.where
         self._held = threading.local()
 
@@ -217,7 +223,10 @@ class PostgresWriteLocks:
         if not wanted:
             yield
             return
-        with _mapped(self._where, "taking a write lock"), self._pool.connection() as connection:
+        # a thread that holds locks already (a write nested in another) has its slot: waiting for a second one
+        # could wait for threads that wait for it
+        with self._slots if not held else contextlib.nullcontext(), _mapped(self._where, "taking a write lock"), \
+                self._pool.connection() as connection:
             with connection.transaction():
                 for key in wanted:  # in one order, so two holders of several users never wait on each other
                     connection.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
