@@ -32,6 +32,7 @@ from vecmem.maintenance import (
     learning,
     listing,
     opening,
+    recovery,
     resolving,
     review,
     transfer,
@@ -108,6 +109,8 @@ class MemoryBank:
             self._retriever = Retriever(self._store, self.embedder, self.settings, self._access)
             acquired.callback(self._retriever.close)  # stops its vector loaders, drops the users' copies
             self._writes = WritePath(self._store, self._retriever, self._access, self.embedder.embed_documents)
+            # what a killed writer left is settled before this bank serves anything (recovery.py)
+            recovery.recover(self._store, self._access, self._locks, lambda _user, records: self._writes.write(records))
             self._release = acquired.pop_all()  # close() releases the same parts in the same order
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
             self._release = opening.closing_last(self._release, store)

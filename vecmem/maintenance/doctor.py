@@ -16,7 +16,7 @@ mismatch (``vecmem reindex`` re-embeds everything with the configured model).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from vecmem.storage.base import MemoryStore
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.rows import from_row
 
-__all__ = ["Finding", "DoctorReport", "examine"]
+__all__ = ["Finding", "DoctorReport", "examine", "examine_users"]
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,29 @@ def examine(
     """Examine every user; with ``repair``, mend what can be mended. ``rewrite(user, records)`` stores records
     with fresh vectors and keyword tokens (the bank's own write path)."""
     findings: list[Finding] = []
-    counts: dict[str, dict[str, int]] = {}
     stored = store.stored_model()
     if stored is not None and stored[0] != configured_model:
         findings.append(Finding("model-mismatch", None, (), f"the store was built with '{stored[0]}', the "
                                 f"configured model is '{configured_model}': run `vecmem reindex`", False))
-    for user in store.users():
+    report = examine_users(store, access, changes, store.users(), repair=repair, rewrite=rewrite)
+    return DoctorReport(counts=report.counts, findings=tuple(findings) + report.findings)
+
+
+def examine_users(
+    store: MemoryStore,
+    access: AccessStats,
+    changes: ChangeFeed | None,
+    users: Iterable[str],
+    *,
+    repair: bool,
+    rewrite: Callable[[str, list[MemoryRecord]], object],
+) -> DoctorReport:
+    """``examine`` for these users only, leaving out the store-wide check of the model (what the recovery on
+    open runs on the users a killed writer left writes of: recovery.py)."""
+    findings: list[Finding] = []
+    counts: dict[str, dict[str, int]] = {}
+    stored = store.stored_model()
+    for user in users:
         counts[user] = dict.fromkeys(MEMORY_TYPES, 0)
         findings.extend(_examine_user(store, access, changes, user, stored, counts[user], repair, rewrite))
     return DoctorReport(counts=counts, findings=tuple(findings))
