@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import vecmem.storage.changes as changes_module
+from vecmem.storage import chroma_batch
 from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.database import FileWriteLocks
 from vecmem.storage.rows import to_metadata
@@ -94,3 +95,24 @@ def test_reopening_settles_and_mends_a_type_change_killed_half_way(make_bank, ca
     assert reopened.doctor().findings == ()
     assert [r.id for r in reopened.export(user_id="default")] == ["bee"]
     assert [hit.id for hit in reopened.search("bees", 3, record_access=False)] == ["bee"]
+
+
+@pytest.mark.chroma
+def test_a_write_that_changes_a_type_stops_before_deleting_the_old_copy_if_the_new_one_fails(make_bank, settings,
+                                                                                            monkeypatch):
+    bank = make_bank(settings=settings.with_changes(dedicated_at=1))  # collections per type, one write each
+    bank.add("the user keeps bees", memory_id="bee", memory_type="fact")
+    moved = bank.get("bee").with_changes(type="preference")
+    sent = chroma_batch._Rows.send
+
+    def killed_at_preference(rows):
+        if rows.collection.name.endswith("preference"):
+            raise KeyboardInterrupt  # stands for the kill: nothing after this point runs
+        sent(rows)
+
+    monkeypatch.setattr(chroma_batch._Rows, "send", killed_at_preference)
+    with pytest.raises(KeyboardInterrupt):  # a new fact first, so the fact collection is written to first
+        bank.add_records([bank.get("bee").with_changes(id="wasp", content="the user keeps wasps"), moved],
+                         overwrite=True)
+    monkeypatch.undo()
+    assert bank.get("bee").type == "fact"  # the old copy is still there

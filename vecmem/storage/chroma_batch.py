@@ -52,6 +52,8 @@ class _Rows:
             with chroma_errors("writing memories", sends_vectors=True):
                 self.collection.upsert(ids=self.ids, embeddings=np.stack(self.vectors), documents=self.documents,
                                        metadatas=self.metadatas)
+
+    def remove_stale(self) -> None:
         if self.stale:
             with chroma_errors("moving memories between types"):
                 self.collection.delete(ids=self.stale)
@@ -91,6 +93,10 @@ def write_many(layout: ChromaCollections, changes: ChangeFeed | None, writes: Se
         with announced_many(changes, {user: [r.id for r in records] for user, (records, *_) in merged.items()}):
             for rows in targets.values():
                 rows.send()
+            # only then the old copies of memories whose type changed: a kill in between leaves a memory in
+            # two places (the recovery on open keeps one), never in none
+            for rows in targets.values():
+                rows.remove_stale()
         for user, (records, *_) in merged.items():
             layout.after_write(user, len(records))
 
