@@ -3,7 +3,9 @@
 ``write KIND HOME ROUND``: a writer of one kind, run until killed, printing one flushed line after each
 acknowledged write: ``ack USER ID`` (a memory stored), ``sup OLD NEW`` (OLD superseded by NEW), ``start USER`` and
 ``forgot USER`` (around a ``forget_all``), ``reindexed``. Kinds: add, import, supersede, forget_all, reindex.
-``check HOME``: open the store (which settles what the kill left), search, examine it with the doctor, and print
+``fill HOME``: write 1,300 memories of MAIN (collections of their own, 1,200 of them facts) and 150 of each of
+eight small users of one shared collection, then exit: more than Chroma's 1,000 rows a collection that it
+keeps in its log before writing them to the HNSW segment. ``check HOME``: open the store (which settles what the kill left), search, examine it with the doctor, and print
 what it holds as one JSON line.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryBank, MemoryRecord, Settings
+from vecmem.storage.chroma_shared import shared_name
 
 MAIN = "torture-user"
 TYPES = ("fact", "preference", "instruction", "conclusion")
@@ -117,14 +120,34 @@ def check(home: Path) -> None:
         held = {user: [(r.id, r.superseded_by) for r in store.export(user_id=user)] for user in users}
         hits = store.search("kestrels budgets", 5, user_id=MAIN, record_access=False) if MAIN in users else []
         report = store.doctor()
+        vectors = {user: sum(len(ids) for ids, _ in store._store.scan_vectors(user)) for user in users}
         say(json.dumps({
             "memories": {user: {memory_id: superseded_by for memory_id, superseded_by in rows}
                          for user, rows in held.items()},
             "duplicates": {user: len(rows) - len({memory_id for memory_id, _ in rows}) for user, rows in held.items()},
             "hits": len(hits),
+            "vectors": vectors,  # every memory's vector read back
             "findings": [finding.to_dict() for finding in report.findings],
             "recovery": settled.lines,
         }))
+
+
+SMALL = "small-user"
+FILLED = 1_300
+
+
+def small_users() -> list[str]:
+    """SMALL and seven more users whose memories go to the same shared collection."""
+    bucket = shared_name("m", 1, SMALL)
+    return [SMALL, *[user for user in (f"small-{n}" for n in range(500)) if shared_name("m", 1, user) == bucket][:7]]
+
+
+def fill(home: Path) -> None:
+    with bank(home) as target:
+        target.add_records(MemoryRecord(id=f"f{n}", content=text("fill", n), type="fact" if n < 1_200 else
+                                        TYPES[n % 4], user_id=MAIN) for n in range(FILLED))
+        target.add_records(MemoryRecord(id=f"f{n}", content=text("small", n), type=TYPES[n % 4], user_id=user)
+                           for user in small_users() for n in range(150))
 
 
 if __name__ == "__main__":
@@ -133,5 +156,7 @@ if __name__ == "__main__":
         with bank(home) as opened:
             say("ready")
             WRITERS[sys.argv[2]](opened, int(sys.argv[4]))
+    elif command == "fill":
+        fill(home)
     else:
         check(home)

@@ -103,6 +103,7 @@ class MemoryBank:
             if adopt_stored and self._store.model_name != model_name:
                 opening.say_how_to_move(self._store.model_name, model_name)
             self._changes: ChangeFeed | None = self._store.changes
+            opening.mend_with(self._store, self.embedder.name, self.embedder.embed_documents)
             if verify_model:
                 self._store.check_model()
             self._access, self._locks = opening.open_state(self.settings, acquired)

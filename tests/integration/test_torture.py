@@ -119,6 +119,7 @@ def test_every_kind_of_writer_killed_again_and_again(tmp_path):
         assert not state["findings"], f"round {round_number} ({kind}): the doctor found {state['findings']}"
         assert not any(state["duplicates"].values()), state["duplicates"]
         assert state["hits"] == 5
+        assert state["vectors"] == {user: len(ids) for user, ids in state["memories"].items()}
         checked = acked.checked(state["memories"], f"round {round_number} ({kind})")
     count("torture: SIGKILLs survived", sum(kills.values()))
     count("torture: acknowledged writes checked", checked)
