@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import vecmem.storage.changes as changes_module
+from vecmem.errors import StoreError
 from vecmem.storage import chroma_batch
 from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.chroma_repair import torn
 from vecmem.storage.database import FileWriteLocks
 from vecmem.storage.rows import to_metadata
 
@@ -116,3 +118,22 @@ def test_a_write_that_changes_a_type_stops_before_deleting_the_old_copy_if_the_n
                          overwrite=True)
     monkeypatch.undo()
     assert bank.get("bee").type == "fact"  # the old copy is still there
+
+
+@pytest.mark.parametrize(("message", "is_torn"), [
+    ("Error executing plan: Error sending backfill request to compactor: Error constructing hnsw segment reader: "
+     "Error creating hnsw segment reader: Error loading hnsw index", True),
+    ("Failed to apply logs to the hnsw segment writer", True),
+    ("Error executing plan: Internal error: Error finding id", True),
+    ("Error executing plan: Internal error: Error getting embedding", True),
+    ("Collection [vecmem-u-1-fact] does not exist", False),
+    ("cannot reach the Chroma server", False),
+])
+def test_what_chroma_says_of_a_torn_segment_is_told_from_other_failures(message, is_torn):
+    try:
+        try:
+            raise RuntimeError(message)  # stands for chromadb's InternalError
+        except RuntimeError as exc:
+            raise StoreError("reading memories failed") from exc
+    except StoreError as wrapped:
+        assert torn(wrapped) is is_torn
