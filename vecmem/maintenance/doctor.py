@@ -4,7 +4,9 @@ Examined, per user: rows that cannot be read, a memory stored in two type collec
 ``superseded_by`` links to memories that do not exist, supersession cycles, keyword tokens missing or out of step
 with the memory (the keyword index is rebuilt from them), collections recording another embedding model than the
 store's or the configured one; and beside the store, access statistics of memories that no longer exist and
-writes the change feed saw begin but never end (a process killed mid-write).
+writes the change feed saw begin but never end (a process killed mid-write; the next process to open the store
+settles those and runs these repairs for their users itself, recovery.py, so the doctor finds them only where
+that could not run).
 
 Repaired with ``repair=True``: a dangling ``superseded_by`` is cleared (the memory is live again, as ``restore``
 would make it); a cycle is broken at its newest memory, which becomes live; of two copies of one memory the

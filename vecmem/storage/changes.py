@@ -11,8 +11,8 @@ Chroma server shares, so a worker's copies see every other worker's writes.
 
 A write is announced twice: ``begin`` before Chroma is touched, ``end`` after it returned or failed. A reader
 that sees a ``begin`` without its ``end`` treats the memory as unsettled and reads it from Chroma on every
-search until the ``end`` arrives; if the writer was killed in between, the memory simply stays read from
-Chroma. So a copy is never older than the last write that finished, and a write in flight or interrupted is
+search until the ``end`` arrives; if the writer was killed in between, the memory stays read from Chroma
+until the next process to open the store settles the write (``recover``, below). So a copy is never older than the last write that finished, and a write in flight or interrupted is
 never served from a copy.
 
 **Rows are numbered in the order they commit.** A reader remembers the last number it read and next asks for
@@ -31,7 +31,9 @@ writer holds its user's write lock from before its ``begin`` until after its ``e
 PostgreSQL (a transaction's advisory lock) lets go of a dead writer's lock, so once the opener holds the lock, a
 write of that user still open belongs to a process that died, never to a live one on this or another machine.
 Those are ended as failed (what Chroma holds is what there is; readers re-read the memories). The count is then
-recomputed from the feed, which also corrects it for a feed written before it was kept.
+recomputed from the feed, which also corrects it for a feed written before it was kept. Where workers write all
+the time (a shared PostgreSQL state), a worker that starts mid-write reads the feed whole once and waits for
+those writes to end.
 
 The feed also names the state it belongs to (``identity``): a random id made once, which a Chroma store
 records so that two processes with different state (two homes, or a home and a PostgreSQL database) cannot
