@@ -90,7 +90,8 @@ def _mending(method: _Method) -> _Method:
 
 
 def _mending_rows(method: _Method) -> _Method:
-    """``_mending`` for a method that yields rows: run once more only when it failed before its first row."""
+    """``_mending`` for a method that yields rows: run once more only when it failed before its first row (after
+    it, the segment is rebuilt and the error raised: the caller's next call reads it whole)."""
     @functools.wraps(method)
     def run(self: ChromaStore, user_id: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
         produced = False
@@ -100,7 +101,8 @@ def _mending_rows(method: _Method) -> _Method:
                 yield item
             return
         except StoreError as exc:
-            if produced or not torn(exc) or not self._mend([user_id]):
+            # rows already given cannot be taken back: rebuilt, the next call reads on; failing, this one says why
+            if not torn(exc) or not self._mend([user_id]) or produced:
                 raise
         yield from method(self, user_id, *args, **kwargs)
     return run  # type: ignore[return-value]
