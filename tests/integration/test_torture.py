@@ -4,7 +4,7 @@ with no command run: it settles what the kill left (maintenance/recovery.py), se
 write is there exactly once (a memory stored, a supersession, a finished ``forget_all``), and the doctor finds
 nothing (``vecmem doctor`` would exit 0).
 
-``VECMEM_TORTURE_ROUNDS`` sets the number of kills (default 10, well under a minute; ``make torture`` runs 100).
+``VECMEM_TORTURE_ROUNDS`` sets the number of kills (default 10, about a minute; ``make torture`` runs 100).
 The counts are printed at the end (rounds, kills by kind, acknowledged writes checked, recoveries).
 """
 
