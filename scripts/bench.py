@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from vecmem import MemoryBank, MemoryRecord, Settings, VecmemError, embedder_for
-from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.chroma.store import ChromaStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module below, however this file is run
 from bench_targets import FIRST_SEARCH_SIZE, FIRST_SEARCH_USER, SynthesizedEmbedder, model_rate, small_store_cli
@@ -197,7 +197,7 @@ def chroma_baseline(home: Path, model: str, queries: list[Query], vectors: dict[
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
-    from vecmem.storage.rows import to_metadata
+    from vecmem.storage.chroma.rows import to_metadata
 
     naive = chromadb.PersistentClient(path=str(home / "naive"), settings=ChromaSettings(anonymized_telemetry=False))
     source = ChromaStore(model_name=model, path=home / "chroma")
@@ -343,7 +343,7 @@ def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home
         from mem0 import Memory
     except ImportError:
         return {"skipped": "mem0ai is not installed (`make bench-mem0` installs it and runs this comparison)"}
-    from vecmem.retrieval.embedders import resolve_model_location
+    from vecmem.retrieval.embedding.embedders import resolve_model_location
 
     memory = Memory.from_config({
         "embedder": {"provider": "huggingface",

@@ -1,4 +1,4 @@
-"""What spelling variants (vecmem/retrieval/variants.py) cost a keyword search, at 5,000 and 100,000 memories.
+"""What spelling variants (vecmem/retrieval/query/variants.py) cost a keyword search, at 5,000 and 100,000 memories.
 
 The memories are LoCoMo turns, each given one made-up name of 6 to 9 letters, so the vocabulary grows with the
 corpus (about as many distinct tokens as memories: more than real memories have, the pessimistic case). The
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.retrieval.keyword import IndexedMemory, KeywordIndex
-from vecmem.retrieval.tokenize import memory_tokens, terms
-from vecmem.retrieval.variants import spelling_variants
+from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex
+from vecmem.retrieval.query.tokenize import memory_tokens, terms
+from vecmem.retrieval.query.variants import spelling_variants
 
 
 def _misspelled(question: str, rng: random.Random) -> str:

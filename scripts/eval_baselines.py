@@ -7,7 +7,7 @@ vecmem's modes are measured against what the textbook retrievers score on exactl
   no recency or importance, no keyword side, no dialogue split of the query.
 * **plain BM25**: ``bm25s`` with Lucene's defaults k1 = 1.2, b = 0.75 (vecmem's own keyword side uses b = 0.5)
   over the user's memory texts, only memories sharing a term with the query returned, as a BM25 engine does.
-  Tokens are vecmem's own ``vecmem.retrieval.tokenize.tokenize`` (stemmed English without stopwords, jieba
+  Tokens are vecmem's own ``vecmem.retrieval.query.tokenize.tokenize`` (stemmed English without stopwords, jieba
   words and character bigrams for Chinese): a whitespace tokenizer would make Chinese BM25 a straw man, and
   the same tokens make the difference between the two keyword rows vecmem's scoring, not its tokenizer. The
   retrieval ``context`` (LoCoMo's neighbouring turns) and tags are left out: the baseline indexes what the
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from vecmem import Embedder, MemoryRecord
-from vecmem.retrieval.tokenize import tokenize
+from vecmem.retrieval.query.tokenize import tokenize
 
 __all__ = ["BASELINES", "BM25_B", "BM25_K1", "RecordingEmbedder", "rank", "rank_bm25", "rank_cosine"]
 

@@ -52,7 +52,7 @@ from typing import Any
 
 from vecmem import Embedder, MemoryBank, RankWeights, Settings, TiktokenCounter, VecmemError
 from vecmem.config import SEARCH_MODES
-from vecmem.retrieval.embedders import embedder_for
+from vecmem.retrieval.embedding.embedders import embedder_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below, however this file is run
 import eval_agent
@@ -176,7 +176,7 @@ def run(
             bank = MemoryBank(base.with_changes(search_mode=mode, weights=weights), embedder=recording,
                               clock=lambda: clock_now["value"])
             # searched as a long-running process (the chat, `vecmem serve`) searches: with each user's vectors held,
-            # so the dense side is an exact scan (retrieval/held.py), not the index's approximate neighbours
+            # so the dense side is an exact scan (retrieval/index/held.py), not the index's approximate neighbours
             for user in sorted({record.user_id for record in dataset.records}):
                 bank.warm_up(user_id=user)
             ranked: list[list[str]] = []

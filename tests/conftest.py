@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 
 from vecmem import MemoryBank, Settings
-from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.memory import InMemoryStore
+from vecmem.storage.state.changes import ChangeFeed
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_FILE = REPO / "data" / "seed_memories.jsonl"
@@ -293,7 +293,7 @@ def cli(tmp_path: Path, monkeypatch, clock: Clock, memory_stores: MemoryStores):
     """The `vecmem` command run in this process on the test's own in-memory store: ``cli(*argv, stdin=None)``
     returns (exit code, stdout, stderr); ``cli.bank()`` opens the store the commands use, for what the CLI cannot
     do."""
-    from vecmem.interfaces.cli import main
+    from vecmem.interfaces.cli.main import main
 
     monkeypatch.setenv("VECMEM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
@@ -360,7 +360,7 @@ class ScriptedModel:
 def make_agent(make_bank, settings, tmp_path):
     """A MemoryAgent on the test's store and session file; keyword arguments change the settings."""
     from vecmem.agent.memory_agent import MemoryAgent
-    from vecmem.storage.sessions import SessionStore
+    from vecmem.storage.state.sessions import SessionStore
 
     def factory(model=None, session="s1", user=None, bank=None, **changes) -> MemoryAgent:
         bank = bank or make_bank(settings=settings.with_changes(**changes))

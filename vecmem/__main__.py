@@ -2,6 +2,6 @@
 
 import sys
 
-from vecmem.interfaces.cli import main
+from vecmem.interfaces.cli.main import main
 
 sys.exit(main())

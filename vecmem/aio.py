@@ -37,8 +37,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from vecmem.api import MemoryApi
-from vecmem.bank import MemoryBank
+from vecmem.bank.api import MemoryApi
+from vecmem.bank.facade import MemoryBank
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, StoreError
 from vecmem.models import MemoryRecord

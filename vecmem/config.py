@@ -35,10 +35,10 @@ __all__ = [
     "default_home",
 ]
 
-# What a store made before multilingual-e5-small became the default was built with (retrieval/embedders.py)
+# What a store made before multilingual-e5-small became the default was built with (retrieval/embedding/embedders.py)
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 SEARCH_MODES = ("dense", "keyword", "hybrid")
-# how an embedding endpoint is told a query from a document (retrieval/endpoint_embedder.py says what each does)
+# how an embedding endpoint is told a query from a document (retrieval/embedding/endpoint.py says what each does)
 EMBED_QUERY_STYLES = ("auto", "input_type", "e5", "bge", "none")
 # the smallest context window every interface accepts and declares (VECMEM_CONTEXT_TOKENS, the HTTP API's
 # context_tokens, MCP's): one number, so a schema never promises a window the validation refuses
@@ -295,7 +295,7 @@ class Settings:
     api_token: str | None = setting("VECMEM_API_TOKEN", None, _text, repr=False)
     # `vecmem serve`: Host names it answers for besides loopback (comma-separated), like --allow-host
     allowed_hosts: tuple[str, ...] = setting("VECMEM_ALLOWED_HOSTS", (), _host_names)
-    # None: the model the store was built with, and for a new store multilingual-e5-small (retrieval/embedders.py)
+    # None: the model the store was built with, and for a new store multilingual-e5-small (retrieval/embedding/embedders.py)
     embed_model: str | None = setting("VECMEM_EMBED_MODEL", None, _text, _non_empty)
     embed_device: str = setting("VECMEM_EMBED_DEVICE", "cpu", _text, _non_empty)
     embed_batch_size: int = setting("VECMEM_EMBED_BATCH_SIZE", 64, _integer, _at_least(1))

@@ -279,7 +279,7 @@ class Hit:
     ``keyword`` (BM25 relative to the query's best keyword match); either is None when its side did not run. ``relevance`` (retrieval/relevance.py) is how much the
     memory has to do with the query whatever the mode and language, in [0, 1]: what the relevance floor of a
     prompt compares (None when nothing was asked: an empty query). ``matched_terms``: the query's words that the
-    memory's keyword tokens hold (content, tags or context), as the query wrote them (retrieval/tokenize.py).
+    memory's keyword tokens hold (content, tags or context), as the query wrote them (retrieval/query/tokenize.py).
     """
 
     id: str
@@ -294,7 +294,7 @@ class Hit:
     keyword: float | None = None
     relevance: float | None = None
     matched_terms: tuple[str, ...] = ()
-    # how alike memory and query are on the model's calibrated scale (retrieval/calibration.py: 0 unrelated, 0.8 a
+    # how alike memory and query are on the model's calibrated scale (retrieval/embedding/calibration.py: 0 unrelated, 0.8 a
     # paraphrase, 1 the same statement), comparable across queries, languages and models: what duplicates,
     # supersession and thresholds compare; None where the model cannot tell (or the dense side did not run)
     closeness: float | None = None

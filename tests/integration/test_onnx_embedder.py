@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from vecmem import SentenceTransformerEmbedder, Settings
-from vecmem.retrieval.onnx_runtime import read_plain_pipeline, session_options
+from vecmem.retrieval.embedding.onnx_runtime import read_plain_pipeline, session_options
 
 LONG_ENGLISH = " ".join(["The user keeps a journal of every tea they brew, with the water temperature and steeping"
                          " time, and asks the agent to compare this week's notes with last month's."] * 12)

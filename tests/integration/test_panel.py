@@ -17,9 +17,9 @@ import pytest
 
 from tests.conftest import REPO, FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
-from vecmem.interfaces.opening import find_owner
-from vecmem.interfaces.owner import OwnerEndpoint
-from vecmem.interfaces.server import create_app
+from vecmem.interfaces.http.app import create_app
+from vecmem.interfaces.owner.endpoint import OwnerEndpoint
+from vecmem.interfaces.owner.opening import find_owner
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="chromium and chromium-driver are not installed "

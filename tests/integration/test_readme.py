@@ -63,7 +63,7 @@ def test_readme_proxy_example_runs_through_the_proxy(tmp_path, capsys, real_embe
     from tests.proxy_script import ANSWER, LEARNT, carries, remembering_upstream
     from vecmem import MemoryBank, Settings
     from vecmem.agent.llm import ChatCompletions
-    from vecmem.interfaces.proxy import create_proxy_app
+    from vecmem.interfaces.proxy.server import create_proxy_app
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     (example,) = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "8766/v1" in block]

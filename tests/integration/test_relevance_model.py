@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from vecmem import MemoryAgent, MemoryBank, Settings
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state.sessions import SessionStore
 
 SAID = ["我在一家做跨境电商的公司上班，我们用的是 MySQL", "我女儿今年上小学三年级", "I moved to Berlin last spring",
         "I'm allergic to shellfish", "我每天骑自行车上班"]

@@ -1,5 +1,5 @@
 """A collection whose HNSW segment a kill tore (chroma-core/chroma#7678) is rebuilt from the rows Chroma still
-holds when the store is next used (storage/chroma_repair.py): the segment's files are torn on disk here, as
+holds when the store is next used (storage/chroma/repair.py): the segment's files are torn on disk here, as
 a SIGKILL mid-flush leaves them, and a fresh process opens the store and finds every memory."""
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from vecmem import (
     SkippedMessage,
     Turn,
 )
+from vecmem.bank import learning
+from vecmem.interfaces.http.app import create_app
 from vecmem.interfaces.mcp_server import create_server
-from vecmem.interfaces.server import create_app
-from vecmem.maintenance import learning
 
 CONVERSATION = [
     {"role": "user", "content": "你好"},

@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vecmem import AddResult, AsyncMemoryBank, MemoryBank, Settings, TypeGuess
+from vecmem.bank import resolving
+from vecmem.interfaces.http.app import create_app
 from vecmem.interfaces.mcp_server import create_server
-from vecmem.interfaces.server import create_app
-from vecmem.interfaces.wire import decode, encode
-from vecmem.maintenance import resolving
+from vecmem.interfaces.owner.wire import decode, encode
 
 # ---------------------------------------------------------------------------------------------- Python
 

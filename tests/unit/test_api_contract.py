@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import FakeEmbedder, serving
 from vecmem import MemoryBank, Settings
-from vecmem.interfaces.server import create_app
+from vecmem.interfaces.http.app import create_app
 
 ADMIN = "contract-admin-key"
 
@@ -58,7 +58,7 @@ def test_every_body_and_response_field_is_typed_and_described(api):
 
 
 def test_the_key_is_declared_required_once_one_is_configured(bank):
-    from vecmem.interfaces.keys import KeyStore, keys_path
+    from vecmem.interfaces.http.keys import KeyStore, keys_path
 
     keys = KeyStore(keys_path(bank.settings.home))
     api = TestClient(create_app(bank, keys=keys), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000))
@@ -98,7 +98,7 @@ def served(request, tmp_path):
     """A real server, and the key the run sends: the admin token, or a key of user alice (whose requests for
     any other user are refused)."""
 
-    from vecmem.interfaces.keys import KeyStore, keys_path
+    from vecmem.interfaces.http.keys import KeyStore, keys_path
 
     bank = MemoryBank(Settings(home=tmp_path / "home", cap_per_user=40), embedder=FakeEmbedder())
     bank.add("The user prefers green tea", memory_type="preference", importance=0.7)

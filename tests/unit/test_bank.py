@@ -185,7 +185,7 @@ class TestSearch:
         fresh = make_bank(embedder=bank.embedder)  # a new bank on the same store: nothing loaded yet
         queries = bank.embedder.query_calls
         fresh.warm_up(user_id="alice")
-        # "warm up", then the calibration's queries (retrieval/calibration.py): each language's cohort, the paraphrases
+        # "warm up", then the calibration's queries (retrieval/embedding/calibration.py): each language's cohort, the paraphrases
         assert bank.embedder.query_calls == queries + 4
         assert "alice" in fresh._retriever._copies and len(fresh._retriever._copies["alice"].index) == 1
 
@@ -309,9 +309,9 @@ class TestPersistenceAndModel:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
-        from vecmem.retrieval.keyword import memory_tokens
-        from vecmem.storage.chroma import _user_key
-        from vecmem.storage.rows import to_metadata
+        from vecmem.retrieval.index.keyword import memory_tokens
+        from vecmem.storage.chroma.rows import to_metadata
+        from vecmem.storage.chroma.store import _user_key
 
         # write a user the way vecmem's first layout did: one collection holding every type
         embedder = FakeEmbedder()
@@ -445,8 +445,8 @@ class TestSupersedeAndStats:
         assert bank.supersede(old.id, new.id).superseded_by == new.id
 
     def test_the_agent_keeps_a_pair_the_bank_would_refuse_and_finishes_the_turn(self, bank):
-        from vecmem.agent.conflict import ConflictResolver
-        from vecmem.agent.extract import Candidate
+        from vecmem.agent.writing.conflict import ConflictResolver
+        from vecmem.agent.writing.extract import Candidate
 
         global_fact = bank.add("The user drinks tea", memory_type="preference")
         candidate = Candidate("The user drinks coffee in this chat", "preference", 0.6, (), session_scoped=True,

@@ -13,11 +13,11 @@ import pytest
 from tests.conftest import FakeEmbedder
 from vecmem import EmbeddingMismatchError, MemoryBank, StoreError
 from vecmem.retrieval.retriever import Retriever
-from vecmem.storage.access import AccessStats
-from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.lock import StoreLock
+from vecmem.storage.chroma.store import ChromaStore
 from vecmem.storage.memory import InMemoryStore
+from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.changes import ChangeFeed
+from vecmem.storage.state.lock import StoreLock
 
 pytestmark = pytest.mark.chroma  # the store lock and the change feed are what an embedded Chroma store has
 
@@ -86,7 +86,7 @@ def test_a_failing_retriever_releases_everything_taken_before_it(make_bank, sett
     def failing(*args, **kwargs):
         raise StoreError("the retriever could not start")
 
-    monkeypatch.setattr("vecmem.bank.Retriever", failing)
+    monkeypatch.setattr("vecmem.bank.facade.Retriever", failing)
     with pytest.raises(StoreError, match="retriever"):
         make_bank()
     assert closed == ["access", "store", "changes", "lock"]

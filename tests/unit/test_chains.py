@@ -1,4 +1,4 @@
-"""The supersession graph as pure functions over records (maintenance/chains.py): no store, no bank."""
+"""The supersession graph as pure functions over records (bank/chains.py): no store, no bank."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import T0
 from vecmem import ConflictError, MemoryRecord
-from vecmem.maintenance import chains
+from vecmem.bank import chains
 
 
 def _record(memory_id: str, superseded_by: str | None = None, age_days: int = 0) -> MemoryRecord:

@@ -3,10 +3,10 @@ wrote, edited, superseded or forgot is what the next search sees."""
 
 import pytest
 
-import vecmem.storage.changes as changes_module
+import vecmem.storage.state.changes as changes_module
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryFilter
-from vecmem.retrieval.keyword import tokenize
+from vecmem.retrieval.index.keyword import tokenize
 
 NEVER = 3600  # the count check of feed-less stores must play no part in these tests
 

@@ -1,4 +1,4 @@
-"""The table from chromadb's and httpx's exceptions to vecmem's (``vecmem/storage/chroma_client.py``): real
+"""The table from chromadb's and httpx's exceptions to vecmem's (``vecmem/storage/chroma/client.py``): real
 chromadb failures provoked on an embedded store where that is cheap, constructed exceptions otherwise; and what
 is not theirs (vecmem's own errors and bugs) passes through untouched."""
 
@@ -10,8 +10,7 @@ import pytest
 from chromadb import errors as chroma
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError, StoreError
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.chroma_client import (
+from vecmem.storage.chroma.client import (
     DIMENSION_HINT,
     chroma_errors,
     create_or_existing,
@@ -19,7 +18,8 @@ from vecmem.storage.chroma_client import (
     open_client,
     store_error,
 )
-from vecmem.storage.chroma_layout import ChromaCollections
+from vecmem.storage.chroma.layout import ChromaCollections
+from vecmem.storage.chroma.store import ChromaStore
 
 
 def _raised(exc: BaseException, **options) -> StoreError:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import SEED_FILE, FakeEmbedder
 from vecmem import MemoryBank
-from vecmem.interfaces.cli import main
+from vecmem.interfaces.cli.main import main
 from vecmem.retrieval.rank import prior_share
 
 
@@ -227,7 +227,7 @@ def test_history_and_restore_commands(run):
 def test_decisions_command_shows_the_gate_log(run, tmp_path, clock):
     from vecmem import Settings
     from vecmem.agent.memory_agent import MemoryAgent
-    from vecmem.storage.sessions import SessionStore
+    from vecmem.storage.state.sessions import SessionStore
 
     settings = Settings.from_env()
     agent = MemoryAgent(MemoryBank(settings, embedder=run.state["embedder"], clock=clock),

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from vecmem.models import MemoryRecord
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.chroma_registry import DEDICATED_HNSW
-from vecmem.storage.chroma_shared import collection_name
+from vecmem.storage.chroma.registry import DEDICATED_HNSW
+from vecmem.storage.chroma.shared import collection_name
+from vecmem.storage.chroma.store import ChromaStore
 
 pytestmark = pytest.mark.chroma
 

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-import vecmem.storage.changes as changes_module
+import vecmem.storage.state.changes as changes_module
 from tests.conftest import FakeEmbedder
-from vecmem.interfaces.cli import main as cli_main
-from vecmem.storage.rows import to_metadata
+from vecmem.interfaces.cli.main import main as cli_main
+from vecmem.storage.chroma.rows import to_metadata
 
 pytestmark = pytest.mark.chroma  # the damage is made in Chroma's own collections, below the store's interface
 

@@ -12,7 +12,7 @@ from vecmem.agent.earlier import SUMMARIES_PER_SESSION
 from vecmem.agent.recall import recall
 from vecmem.interfaces.chat import main
 from vecmem.models import Provenance
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state.sessions import SessionStore
 
 TRIP = ["我住在杭州西湖区", "我打算下个月去日本旅行"]  # two kept turns: one local summary (summary_every=2)
 BILLING = ["I work at Acme on the billing team", "My favourite database is PostgreSQL"]

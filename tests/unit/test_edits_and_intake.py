@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 from tests.conftest import ScriptedModel
 from vecmem import ConflictError, InvalidInputError, LLMError, NotFoundError
 from vecmem.agent.memory_agent import PARKED, RETRY
+from vecmem.bank import chains, intake
+from vecmem.interfaces.http.app import create_app
 from vecmem.interfaces.mcp_server import create_server
-from vecmem.interfaces.server import create_app
-from vecmem.maintenance import chains, intake
 from vecmem.maintenance.transfer import content_id
 from vecmem.models import MemoryRecord
 

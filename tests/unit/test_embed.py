@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 
 from vecmem.errors import EmbeddingError
-from vecmem.retrieval.embedders import SentenceTransformerEmbedder, canonical_model_name, resolve_model_location
-from vecmem.retrieval.onnx_runtime import load_plain_pipeline, read_plain_pipeline
+from vecmem.retrieval.embedding.embedders import (
+    SentenceTransformerEmbedder,
+    canonical_model_name,
+    resolve_model_location,
+)
+from vecmem.retrieval.embedding.onnx_runtime import load_plain_pipeline, read_plain_pipeline
 
 
 def test_aliases_of_the_bundled_model_share_one_name():
@@ -48,7 +52,7 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.getaddrinfo = refuse
 before = dict(os.environ)
-from vecmem.retrieval.embedders import SentenceTransformerEmbedder
+from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder
 embedder = SentenceTransformerEmbedder(backend="torch")
 assert embedder.embed_query("hello").shape == (384,)
 changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
@@ -204,7 +208,7 @@ def test_an_embedder_uses_the_fast_pipeline_for_a_folder_that_has_one(tmp_path):
 def test_the_fast_pipeline_imports_neither_torch_nor_sentence_transformers(tmp_path):
     folder = _tiny_model(tmp_path / "model", max_seq_length=8)
     code = (
-        "import sys; from vecmem.retrieval.embedders import SentenceTransformerEmbedder as E; "
+        "import sys; from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder as E; "
         f"assert E({str(folder)!r}).embed_query('tea').shape == (4,); "
         "heavy = {'torch', 'transformers', 'sentence_transformers', 'optimum'} & set(sys.modules); "
         "assert not heavy, heavy"

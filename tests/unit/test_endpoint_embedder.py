@@ -13,8 +13,8 @@ from tests.conftest import FakeEmbedder
 from tests.embedding_server import ScriptedEmbeddingServer
 from vecmem import EmbeddingMismatchError, MemoryBank, Settings
 from vecmem.errors import ConfigError, EmbeddingError
-from vecmem.retrieval.embedders import embedder_for
-from vecmem.retrieval.endpoint_embedder import EndpointEmbedder, query_style_for
+from vecmem.retrieval.embedding.embedders import embedder_for
+from vecmem.retrieval.embedding.endpoint import EndpointEmbedder, query_style_for
 
 FAKE = FakeEmbedder()
 

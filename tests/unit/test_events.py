@@ -11,9 +11,9 @@ import pytest
 
 from tests.conftest import ScriptedModel
 from vecmem import Learner, Turn
-from vecmem.agent.events import dated, event_reason
-from vecmem.agent.gate import WriteGate
-from vecmem.agent.statements import statements
+from vecmem.agent.writing.events import dated, event_reason
+from vecmem.agent.writing.gate import WriteGate
+from vecmem.agent.writing.statements import statements
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
 
@@ -125,7 +125,7 @@ def test_the_model_is_told_the_day_and_the_speaker_and_asked_for_events(make_ban
 def test_the_http_api_takes_a_speaker_and_a_time(bank):
     from fastapi.testclient import TestClient
 
-    from vecmem.interfaces.server import create_app
+    from vecmem.interfaces.http.app import create_app
 
     client = TestClient(create_app(bank), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
                         headers={"X-Vecmem-Request": "1"})

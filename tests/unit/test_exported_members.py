@@ -113,9 +113,9 @@ def test_importing_vecmem_loads_little_and_a_bank_still_learns(tmp_path):
     probe = f"""
 import sys
 import vecmem
-assert not {{"vecmem.agent", "vecmem.bank", "numpy", "pydantic", "langgraph", "langchain_core"}} & set(sys.modules)
+assert not {{"vecmem.agent", "vecmem.bank.facade", "numpy", "pydantic", "langgraph", "langchain_core"}} & set(sys.modules)
 from tests.conftest import FakeEmbedder
-from vecmem.bank import MemoryBank
+from vecmem.bank.facade import MemoryBank
 from vecmem.config import Settings
 from vecmem.storage.memory import InMemoryStore
 bank = MemoryBank(Settings(home={str(tmp_path)!r}), embedder=FakeEmbedder(), store=InMemoryStore(model_name="fake"),

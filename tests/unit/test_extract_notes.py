@@ -5,9 +5,9 @@ information (issue 16, item 2)."""
 import pytest
 
 from vecmem.agent import rules
-from vecmem.agent.extract import EMPHASIS_IMPORTANCE, FACT_IMPORTANCE, PREFERENCE_IMPORTANCE, Extractor
-from vecmem.agent.gate import WriteGate
-from vecmem.agent.statements import clauses, statements
+from vecmem.agent.writing.extract import EMPHASIS_IMPORTANCE, FACT_IMPORTANCE, PREFERENCE_IMPORTANCE, Extractor
+from vecmem.agent.writing.gate import WriteGate
+from vecmem.agent.writing.statements import clauses, statements
 
 
 def contents(message):

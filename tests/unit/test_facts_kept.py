@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.tally import count
 from vecmem.agent import rules
-from vecmem.agent.gate import WriteGate
+from vecmem.agent.writing.gate import WriteGate
 from vecmem.text import drop_full_stop, split_sentences
 
 EXAMPLES = int(os.environ.get("VECMEM_PROPERTY_EXAMPLES", "100"))

@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryBank, Settings, StoreInUseError
-from vecmem.storage import lock as lock_module
 from vecmem.storage.files import private_dir, private_file
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state import lock as lock_module
+from vecmem.storage.state.sessions import SessionStore
 
 pytestmark = pytest.mark.chroma  # the folder layout of an embedded store
 

@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vecmem import InvalidInputError, MemoryRecord
-from vecmem.interfaces.keys import KeyStore, keys_path
+from vecmem.interfaces.http.app import create_app
+from vecmem.interfaces.http.keys import KeyStore, keys_path
 from vecmem.interfaces.mcp_server import create_server
-from vecmem.interfaces.server import create_app
 from vecmem.models import STATUSES
 
 EVERY = {"include_superseded": True, "statuses": STATUSES}

@@ -5,10 +5,10 @@ import random
 import numpy as np
 import pytest
 
-import vecmem.retrieval.replica as replica
+import vecmem.retrieval.index.replica as replica
 from tests.conftest import FakeEmbedder
 from vecmem.errors import StoreError
-from vecmem.retrieval.held import HeldVectors
+from vecmem.retrieval.index.held import HeldVectors
 
 pytestmark = pytest.mark.chroma  # held vectors are loaded from and checked against real Chroma
 

@@ -33,8 +33,8 @@ def test_fusion_arithmetic_by_hand():
     import numpy as np
 
     from vecmem.retrieval.fusion import Fusion
+    from vecmem.retrieval.index.views import KeywordResult
     from vecmem.retrieval.relevance import CohortStats
-    from vecmem.retrieval.views import KeywordResult
 
     cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}  # every memory here is English
     keyword = KeywordResult([("a", 3.0), ("b", 1.5)], 3.0, {"a": 0, "b": 1, "c": 2}, np.array([3.0, 1.5, 0.0]), 6.0)

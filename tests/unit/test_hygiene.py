@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ScriptedModel
 from vecmem.errors import ConflictError
-from vecmem.interfaces.cli import main as cli_main
+from vecmem.interfaces.cli.main import main as cli_main
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from mcp.server.mcpserver.exceptions import ToolError
 
 from vecmem import InvalidInputError
+from vecmem.interfaces.http.app import PANEL, create_app
 from vecmem.interfaces.mcp_server import create_server
-from vecmem.interfaces.server import PANEL, create_app
 from vecmem.validation import normalize_importance
 
 # (given, stored): ints and floats alike, since no interface can be relied on to keep 1 and 1.0 apart

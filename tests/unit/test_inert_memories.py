@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import T0, VENV_BIN, FakeEmbedder
 from vecmem import InvalidInputError, MemoryBank, MemoryRecord, Settings
-from vecmem.interfaces.cli import main
+from vecmem.interfaces.cli.main import main
 from vecmem.retrieval.budget import LONG_TERM_HEADER
 from vecmem.storage.memory import InMemoryStore
 
@@ -99,7 +99,7 @@ def _api(bank):
     from fastapi.testclient import TestClient  # noqa: F401  (the HTTP extra: skipped cleanly without it)
 
     from tests.unit.test_server import client
-    from vecmem.interfaces.server import create_app
+    from vecmem.interfaces.http.app import create_app
 
     return client(create_app(bank))
 

@@ -39,8 +39,8 @@ from tests.conftest import Clock, FakeEmbedder
 from tests.tally import count
 from vecmem import MemoryBank, Settings
 from vecmem.errors import ConflictError, InvalidInputError, NotFoundError
-from vecmem.storage.changes import ChangeFeed
 from vecmem.storage.memory import InMemoryStore
+from vecmem.storage.state.changes import ChangeFeed
 
 USERS = ("alice", "bob", "carol")
 SESSIONS = ("s1", "s2")

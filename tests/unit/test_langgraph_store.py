@@ -17,8 +17,8 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 
 from vecmem import InvalidInputError, VecmemStore
-from vecmem.interfaces.items import item_id, vecmem_name
-from vecmem.interfaces.langgraph_store import NamespaceError
+from vecmem.interfaces.integrations.items import item_id, vecmem_name
+from vecmem.interfaces.integrations.langgraph_store import NamespaceError
 
 TEA = {"text": "Alice drinks green tea every morning", "source": "chat"}
 

@@ -1,7 +1,7 @@
 import pytest
 
 from vecmem import MemoryFilter, MemoryRecord
-from vecmem.retrieval.keyword import IndexedMemory, KeywordIndex, memory_tokens, split_dialogue, tokenize
+from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, memory_tokens, split_dialogue, tokenize
 
 
 def test_english_is_stemmed_without_stopwords_or_possessives():
@@ -144,7 +144,7 @@ def test_weighted_query_parts_average_their_scores():
 def test_the_english_stopwords_are_bm25s_own():
     from bm25s.stopwords import STOPWORDS_EN
 
-    from vecmem.retrieval.tokenize import EN_STOPWORDS
+    from vecmem.retrieval.query.tokenize import EN_STOPWORDS
 
     assert frozenset(STOPWORDS_EN) == EN_STOPWORDS
 
@@ -169,7 +169,7 @@ def test_a_user_whose_memories_hold_no_keyword_token_is_still_searched(bank):
 def test_the_query_stopwords_hold_nltks_english_list_as_bm25s_ships_it():
     from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-    from vecmem.retrieval.question import QUERY_STOPWORDS
+    from vecmem.retrieval.query.question import QUERY_STOPWORDS
 
     assert frozenset(STOPWORDS_EN_PLUS) <= QUERY_STOPWORDS
     assert {"what", "did", "谁", "啥"} <= QUERY_STOPWORDS and "caroline" not in QUERY_STOPWORDS

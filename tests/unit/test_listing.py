@@ -1,11 +1,11 @@
-"""Listing a page at a time (``MemoryBank.page_memories``, maintenance/listing.py): every sort order, ties broken
+"""Listing a page at a time (``MemoryBank.page_memories``, bank/listing.py): every sort order, ties broken
 by id so pages neither repeat nor skip a memory, the total whatever the page, access statistics sorted on, and
 what is refused."""
 
 import pytest
 
 from vecmem import InvalidInputError
-from vecmem.maintenance.listing import SORT_FIELDS, SORTS
+from vecmem.bank.listing import SORT_FIELDS, SORTS
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ context), as the query wrote them (tokenize.terms, tokenize.matched_terms), comp
 
 import pytest
 
-from vecmem.retrieval.tokenize import matched_terms, terms, tokenize
+from vecmem.retrieval.query.tokenize import matched_terms, terms, tokenize
 
 pytestmark = pytest.mark.both_stores  # the index's stored tokens: in memory, embedded and on a `chroma run` server
 

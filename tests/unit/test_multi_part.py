@@ -1,11 +1,11 @@
-"""Multi-part questions (retrieval/question.py): split where a question plainly asks two things, each part
+"""Multi-part questions (retrieval/query/question.py): split where a question plainly asks two things, each part
 retrieved on its own, every memory counting by the part that points at it most."""
 
 import pytest
 
 from tests.conftest import FakeEmbedder
 from vecmem import RankWeights
-from vecmem.retrieval.question import MOST_PARTS, split_question
+from vecmem.retrieval.query.question import MOST_PARTS, split_question
 
 
 @pytest.mark.parametrize(("query", "parts"), [

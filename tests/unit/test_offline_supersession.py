@@ -1,11 +1,11 @@
 """Offline, updates replace what they update: by topic slot as well as type, within scope, newer wins, the whole
 slot considered, and never an unrelated memory that merely shares a word (issue 16, item 3). The slot model is
-vecmem/agent/topics.py; the decisions are conflict.py's, driven here through MemoryAgent on the in-memory store
+vecmem/agent/writing/topics.py; the decisions are conflict.py's, driven here through MemoryAgent on the in-memory store
 with the fake embedder."""
 
 import pytest
 
-from vecmem.agent import topics
+from vecmem.agent.writing import topics
 
 # A scripted conversation, Chinese and English mixed as a real user would: (message, what the gate must do).
 CONVERSATION = [

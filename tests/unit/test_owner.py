@@ -1,4 +1,4 @@
-"""One local owner: the process that holds a store serves it to the others (vecmem/interfaces/owner.py,
+"""One local owner: the process that holds a store serves it to the others (vecmem/interfaces/owner/endpoint.py,
 remote.py, opening.py), here on the in-memory store with the fake embedder; tests/integration/test_owner_process.py
 runs the real chat, commands and panel as processes."""
 
@@ -19,12 +19,12 @@ import pytest
 from tests.conftest import REPO
 from vecmem import MemoryBank, Settings, Turn
 from vecmem.errors import ConflictError, InvalidInputError, NotFoundError, StoreError, StoreInUseError
-from vecmem.interfaces import opening, remote
-from vecmem.interfaces.cli import main as cli_main
-from vecmem.interfaces.opening import find_owner, long_running_bank, open_bank
-from vecmem.interfaces.owner import OwnerEndpoint
-from vecmem.interfaces.remote import RemoteBank
-from vecmem.interfaces.wire import OwnerInfo, encode, read_owner
+from vecmem.interfaces.cli.main import main as cli_main
+from vecmem.interfaces.owner import opening, remote
+from vecmem.interfaces.owner.endpoint import OwnerEndpoint
+from vecmem.interfaces.owner.opening import find_owner, long_running_bank, open_bank
+from vecmem.interfaces.owner.remote import RemoteBank
+from vecmem.interfaces.owner.wire import OwnerInfo, encode, read_owner
 
 
 @pytest.fixture
@@ -299,7 +299,7 @@ def test_the_cli_through_an_owner_prints_what_the_owners_store_holds(owned, monk
 def test_a_command_through_an_owner_imports_no_store_and_no_model(owned, settings):
     bank, _ = owned
     bank.add("The user likes green tea")
-    probe = ("import sys\nfrom vecmem.interfaces.cli import main\ncode = main(['list'])\n"
+    probe = ("import sys\nfrom vecmem.interfaces.cli.main import main\ncode = main(['list'])\n"
              "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'chromadb', 'torch', 'sentence_transformers', "
              "'onnxruntime', 'tiktoken', 'transformers'})\nprint('HEAVY', heavy, code)")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("VECMEM_")}, "VECMEM_HOME": str(settings.home),

@@ -1,4 +1,4 @@
-"""What the owner of a store and its clients say to each other (vecmem/interfaces/wire.py): every value type comes
+"""What the owner of a store and its clients say to each other (vecmem/interfaces/owner/wire.py): every value type comes
 back equal to what was sent, errors come back as the same class, nothing outside the lists is ever built, and
 the protocol, the bank and the remote bank keep one set of signatures."""
 
@@ -14,11 +14,14 @@ import pytest
 from hypothesis import given, settings
 
 from vecmem import errors
-from vecmem.api import MemoryApi
-from vecmem.bank import MemoryBank
+from vecmem.bank.api import MemoryApi
+from vecmem.bank.facade import MemoryBank
+from vecmem.bank.learning import AddMessagesResult, SkippedMessage
+from vecmem.bank.listing import MemoryPage
+from vecmem.bank.resolving import AddResult
 from vecmem.errors import ConflictError, EmbeddingMismatchError, InvalidInputError, NotFoundError, StoreError
-from vecmem.interfaces.remote import RemoteBank
-from vecmem.interfaces.wire import (
+from vecmem.interfaces.owner.remote import RemoteBank
+from vecmem.interfaces.owner.wire import (
     VALUE_TYPES,
     OwnerInfo,
     decode,
@@ -29,9 +32,6 @@ from vecmem.interfaces.wire import (
 )
 from vecmem.maintenance.doctor import DoctorReport, Finding
 from vecmem.maintenance.hygiene import PruneCandidate
-from vecmem.maintenance.learning import AddMessagesResult, SkippedMessage
-from vecmem.maintenance.listing import MemoryPage
-from vecmem.maintenance.resolving import AddResult
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 
 

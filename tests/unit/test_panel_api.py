@@ -5,7 +5,7 @@ memory's outcome (``POST /bulk``)."""
 import pytest
 from fastapi.testclient import TestClient
 
-from vecmem.interfaces.server import create_app
+from vecmem.interfaces.http.app import create_app
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 

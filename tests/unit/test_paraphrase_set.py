@@ -15,8 +15,8 @@ import pytest
 
 from tests.conftest import REPO
 from vecmem.retrieval.fusion import query_parts, query_terms
-from vecmem.retrieval.question import split_question
-from vecmem.retrieval.tokenize import memory_tokens, split_dialogue
+from vecmem.retrieval.query.question import split_question
+from vecmem.retrieval.query.tokenize import memory_tokens, split_dialogue
 from vecmem.text import has_cjk
 
 PATH = REPO / "data" / "eval" / "paraphrase.json"

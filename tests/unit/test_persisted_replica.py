@@ -16,10 +16,10 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-import vecmem.retrieval.replica as replica
+import vecmem.retrieval.index.replica as replica
 from tests.conftest import T0, FakeEmbedder
 from vecmem import MemoryBank, MemoryRecord
-from vecmem.retrieval.tokenize import memory_tokens
+from vecmem.retrieval.query.tokenize import memory_tokens
 from vecmem.storage.memory import InMemoryStore
 
 SIZE = 60
@@ -203,7 +203,7 @@ def test_a_damaged_file_is_deleted_rebuilt_and_never_crashes_a_search(make_bank,
             arrays["header"] = np.frombuffer(b'{"format": 1, "seen": "no"', dtype=np.uint8)
         with path.open("wb") as out:
             np.savez(out, **arrays)
-    caplog.set_level(logging.WARNING, logger="vecmem.retrieval.persisted")
+    caplog.set_level(logging.WARNING, logger="vecmem.retrieval.index.persisted")
     bank = make_bank()
     assert _answers(bank) == built
     assert scans == ["default", "default"]
@@ -227,7 +227,7 @@ def _rewrite_header(path, **changes) -> None:
 def test_a_file_of_another_model_store_feed_user_or_format_is_rebuilt(make_bank, scans, caplog, changes):
     built, path = _saved(make_bank)
     _rewrite_header(path, **changes)
-    caplog.set_level(logging.INFO, logger="vecmem.retrieval.persisted")
+    caplog.set_level(logging.INFO, logger="vecmem.retrieval.index.persisted")
     assert _answers(make_bank()) == built
     assert scans == ["default", "default"]
     assert any("not this store's" in message for message in caplog.messages)
@@ -235,7 +235,7 @@ def test_a_file_of_another_model_store_feed_user_or_format_is_rebuilt(make_bank,
 
 def test_a_feed_that_no_longer_reaches_back_to_the_file_rebuilds_it(make_bank, scans):
     built, _ = _saved(make_bank)
-    import vecmem.storage.changes as changes_module
+    import vecmem.storage.state.changes as changes_module
 
     bank = make_bank()
     bank._changes._append([("default", "x")] * 3, changes_module._DONE)
@@ -251,7 +251,7 @@ def test_a_store_emptied_under_the_same_name_is_never_served_from_the_file(make_
     """An in-memory store lives in one process: another process's bank finds the file, the feed and the location
     the same, and no memories. The count check refuses the file."""
     _saved(make_bank)
-    from vecmem.storage.changes import ChangeFeed
+    from vecmem.storage.state.changes import ChangeFeed
 
     empty = InMemoryStore(model_name=FakeEmbedder().name, location=str(settings.home),
                           changes=ChangeFeed(settings.home / "changes.sqlite3"))
@@ -319,7 +319,7 @@ def test_a_running_bank_saves_again_after_enough_changes(make_bank, monkeypatch,
 
 @pytest.mark.chroma
 def test_on_embedded_chroma_a_new_bank_loads_instead_of_scanning(make_bank, monkeypatch):
-    from vecmem.storage.chroma import ChromaStore
+    from vecmem.storage.chroma.store import ChromaStore
 
     built, path = _saved(make_bank)
     assert path.exists()
@@ -335,9 +335,9 @@ def test_on_embedded_chroma_a_new_bank_loads_instead_of_scanning(make_bank, monk
 
 def test_a_loaded_bm25_model_scores_exactly_as_bm25s():
     """The loaded model scores without bm25s (columns.LoadedBM25); every score must be bm25s's, bit for bit."""
-    from vecmem.retrieval.columns import LoadedBM25
-    from vecmem.retrieval.keyword import IndexedMemory, KeywordIndex, tokenize
-    from vecmem.retrieval.replica_file import _vocabulary
+    from vecmem.retrieval.index.columns import LoadedBM25
+    from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, tokenize
+    from vecmem.retrieval.index.replica_file import _vocabulary
 
     index = KeywordIndex()
     index.replace_all((r.id, IndexedMemory.of(r, tokenize(r.content))) for r in _records(n=200))

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vecmem import InvalidInputError, MemoryRecord, Provenance
-from vecmem.interfaces.server import create_app
+from vecmem.interfaces.http.app import create_app
 from vecmem.models import MAX_PROVENANCE_MESSAGES
-from vecmem.storage.rows import from_row, to_metadata
+from vecmem.storage.chroma.rows import from_row, to_metadata
 
 
 def test_a_provenance_is_validated_and_normalised():

@@ -16,8 +16,8 @@ from tests.chat_server import ScriptedChatServer
 from tests.conftest import serving
 from tests.proxy_script import ANSWER, FACT, LEARNT, QUESTION, carries, remembering_upstream
 from vecmem.agent.llm import ChatCompletions
-from vecmem.interfaces.keys import KeyStore, keys_path
-from vecmem.interfaces.proxy import create_proxy_app
+from vecmem.interfaces.http.keys import KeyStore, keys_path
+from vecmem.interfaces.proxy.server import create_proxy_app
 
 GUIDE = {"role": "system", "content": "You are a hiking guide."}
 

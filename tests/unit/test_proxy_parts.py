@@ -13,9 +13,9 @@ from starlette.datastructures import Headers
 
 from vecmem import Settings
 from vecmem.errors import LLMError
-from vecmem.interfaces.keys import ADMIN, Principal
-from vecmem.interfaces.proxy_learning import Exchange, ExchangeLearner
-from vecmem.interfaces.proxy_request import ProxyRequest, RequestError, answer_text, chunk_text, with_memories
+from vecmem.interfaces.http.keys import ADMIN, Principal
+from vecmem.interfaces.proxy.learning import Exchange, ExchangeLearner
+from vecmem.interfaces.proxy.request import ProxyRequest, RequestError, answer_text, chunk_text, with_memories
 
 SETTINGS = Settings(default_user="someone", chat_model="configured-model")
 
@@ -51,7 +51,7 @@ def test_a_users_exchanges_are_learnt_in_order_and_settled_before_the_next_reque
     learner.submit(exchange("bob", "bob's one"))
     assert learner.pending("alice") == 4  # nothing learnt while the bank is held
     bank.gate.set()
-    with caplog.at_level(logging.WARNING, logger="vecmem.interfaces.proxy_learning"):
+    with caplog.at_level(logging.WARNING, logger="vecmem.interfaces.proxy.learning"):
         assert learner.settle("alice") and learner.settle("bob")
     assert learner.pending("alice") == 0
     assert [said for user, said in bank.learnt if user == "alice"] == ["one", "four"]  # in order, past failures
@@ -66,7 +66,7 @@ def test_settle_gives_up_after_its_wait_and_says_so(caplog):
     bank = SlowBank()  # never released until the end: a learn that hangs
     learner = ExchangeLearner(bank, wait=0.05)
     learner.submit(exchange("alice", "one"))
-    with caplog.at_level(logging.WARNING, logger="vecmem.interfaces.proxy_learning"):
+    with caplog.at_level(logging.WARNING, logger="vecmem.interfaces.proxy.learning"):
         assert learner.settle("alice") is False
     assert "still being learnt" in caplog.text
     assert learner.settle("bob") is True  # nothing queued for bob

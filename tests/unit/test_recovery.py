@@ -7,13 +7,13 @@ import threading
 import numpy as np
 import pytest
 
-import vecmem.storage.changes as changes_module
+import vecmem.storage.state.changes as changes_module
 from vecmem.errors import StoreError
-from vecmem.storage import chroma_batch
-from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.chroma_repair import torn
-from vecmem.storage.database import FileWriteLocks
-from vecmem.storage.rows import to_metadata
+from vecmem.storage.chroma import batch as chroma_batch
+from vecmem.storage.chroma.repair import torn
+from vecmem.storage.chroma.rows import to_metadata
+from vecmem.storage.state.changes import ChangeFeed
+from vecmem.storage.state.database import FileWriteLocks
 
 
 def _killed_mid_write(feed: ChangeFeed, user: str, ids: list[str]) -> None:

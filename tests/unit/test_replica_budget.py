@@ -4,7 +4,7 @@ process past it, and a user whose replica was dropped is searched exactly as bef
 from __future__ import annotations
 
 from vecmem import MemoryRecord
-from vecmem.retrieval.replica import BYTES_PER_MEMORY, BYTES_PER_REPLICA
+from vecmem.retrieval.index.replica import BYTES_PER_MEMORY, BYTES_PER_REPLICA
 
 BUDGET_MB = 16  # the smallest budget VECMEM_CACHE_MB takes
 PER_USER = 30

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from vecmem import MemoryRecord, StoreError
-from vecmem.storage.rows import from_row, to_metadata
+from vecmem.storage.chroma.rows import from_row, to_metadata
 
 WHEN = datetime(2026, 3, 4, 5, 6, 7, 891_000, tzinfo=UTC)
 

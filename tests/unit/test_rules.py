@@ -3,8 +3,8 @@
 import pytest
 
 from vecmem.agent import rules
-from vecmem.agent.gate import WriteGate
-from vecmem.agent.statements import statements
+from vecmem.agent.writing.gate import WriteGate
+from vecmem.agent.writing.statements import statements
 
 FILLER = ["你好", "谢谢", "嗯嗯", "好的", "ok", "OK!", "thanks", "Thank you!", "lol", "好的谢谢", "ok thanks!",
           "嗯嗯，好的", "哈哈哈", "收到", "got it", "👍", "👍👍🎉", "。。。", "？？", "...", "!!!"]

@@ -5,7 +5,7 @@ what depends on scope (search, dedupe of a re-added statement, erasing a session
 import pytest
 
 from vecmem import ConflictError, InvalidInputError
-from vecmem.maintenance import chains
+from vecmem.bank import chains
 
 pytestmark = pytest.mark.both_stores  # scope is a field Chroma filters on: embedded, and a `chroma run` server
 

@@ -6,14 +6,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vecmem.errors import ConfigError
-from vecmem.interfaces.server import check_binding, create_app
+from vecmem.interfaces.http.app import check_binding, create_app
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 
 
 def client(app, **headers):
     """A client as a local program is one: on loopback, naming a loopback Host, sending the header every
-    state-changing request needs (server_security.py)."""
+    state-changing request needs (http/security.py)."""
     return TestClient(app, base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
                       headers={"X-Vecmem-Request": "1", **headers})
 
@@ -98,7 +98,7 @@ def test_the_openapi_description_names_every_route(api):
 
 
 def test_stats_carry_the_chats_hit_rate(api, bank):
-    from vecmem.storage.sessions import SessionStore
+    from vecmem.storage.state.sessions import SessionStore
 
     assert api.get("/stats").json()["hits"] == {"injected": 0, "used": 0, "rate": None}
     sessions = SessionStore(bank.settings.home / "sessions.sqlite3")

@@ -1,4 +1,4 @@
-"""Who may call `vecmem serve` (server_security.py, keys.py): the Host allow-list, the Origin check, the header
+"""Who may call `vecmem serve` (http/security.py, keys.py): the Host allow-list, the Origin check, the header
 every state-changing request needs, the bearer scheme, per-user keys that cannot reach another user, and the
 `vecmem keys` and `vecmem serve` commands."""
 
@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vecmem.errors import ConfigError
-from vecmem.interfaces.cli import main
-from vecmem.interfaces.keys import KeyStore, keys_path
-from vecmem.interfaces.server import check_binding, create_app
+from vecmem.interfaces.cli.main import main
+from vecmem.interfaces.http.app import check_binding, create_app
+from vecmem.interfaces.http.keys import KeyStore, keys_path
 
 LOCAL = "http://127.0.0.1:8765"
 CSRF = {"X-Vecmem-Request": "1"}

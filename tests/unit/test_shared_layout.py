@@ -8,8 +8,8 @@ import pytest
 
 from vecmem.errors import EmbeddingMismatchError, InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.chroma import ChromaStore
-from vecmem.storage.chroma_shared import (
+from vecmem.storage.chroma.rows import to_metadata
+from vecmem.storage.chroma.shared import (
     PLACE_KEY,
     SHARED_PREFIX,
     SharedPlace,
@@ -17,7 +17,7 @@ from vecmem.storage.chroma_shared import (
     shared_name,
     user_key,
 )
-from vecmem.storage.rows import to_metadata
+from vecmem.storage.chroma.store import ChromaStore
 
 pytestmark = pytest.mark.chroma  # what is examined is how rows sit in Chroma's collections
 
@@ -163,7 +163,7 @@ def test_an_interrupted_move_into_the_shared_collection_is_finished_on_the_next_
         dropped.append(name)
         original(name)
 
-    from vecmem.storage.chroma_layout import ChromaCollections
+    from vecmem.storage.chroma.layout import ChromaCollections
     monkeypatch.setattr(ChromaCollections, "delete", dies_after_one)
     with pytest.raises(RuntimeError, match="killed"):
         _open(tmp_path).count("alice")

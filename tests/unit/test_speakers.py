@@ -1,12 +1,12 @@
-"""Speakers in dialogue-shaped memories (vecmem/retrieval/speakers.py): a name a turn addresses is an address
+"""Speakers in dialogue-shaped memories (vecmem/retrieval/query/speakers.py): a name a turn addresses is an address
 token, so a question naming a speaker finds that speaker's turns before the other speaker's turns to them."""
 
 import pytest
 
 from vecmem import RankWeights
 from vecmem.models import MemoryRecord
-from vecmem.retrieval.speakers import ADDRESS, is_dialogue_turn, split_addresses
-from vecmem.retrieval.tokenize import memory_tokens
+from vecmem.retrieval.query.speakers import ADDRESS, is_dialogue_turn, split_addresses
+from vecmem.retrieval.query.tokenize import memory_tokens
 
 
 @pytest.mark.parametrize(("content", "dialogue"), [

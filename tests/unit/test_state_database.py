@@ -1,4 +1,4 @@
-"""The state database (storage/database.py): the same behaviour from SQLite files and from PostgreSQL.
+"""The state database (storage/state/database.py): the same behaviour from SQLite files and from PostgreSQL.
 
 Each test runs on an SQLite file and on a schema of a real PostgreSQL server started by the tests
 (tests/postgres.py; those runs are ``slow``). What only a shared database must guarantee is checked under
@@ -17,14 +17,14 @@ import pytest
 
 from vecmem.config import Settings
 from vecmem.errors import ConfigError, NotFoundError
-from vecmem.interfaces.keys import KeyStore
+from vecmem.interfaces.http.keys import KeyStore
 from vecmem.models import MemoryRecord
-from vecmem.storage.access import AccessStats
-from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.database import Database, FileWriteLocks, WriteLocks, stripe
-from vecmem.storage.sessions import SessionStore
-from vecmem.storage.sqlite import SQLiteFile
-from vecmem.storage.state import state_database, write_locks
+from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.backend import state_database, write_locks
+from vecmem.storage.state.changes import ChangeFeed
+from vecmem.storage.state.database import Database, FileWriteLocks, WriteLocks, stripe
+from vecmem.storage.state.sessions import SessionStore
+from vecmem.storage.state.sqlite import SQLiteFile
 
 KINDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)]
 
@@ -232,7 +232,7 @@ def test_file_locks_live_in_the_home_and_are_private(tmp_path):
 
 @pytest.mark.chroma
 def test_a_store_refuses_a_writer_whose_state_is_elsewhere_until_claimed(tmp_path):
-    from vecmem.storage.chroma import ChromaStore
+    from vecmem.storage.chroma.store import ChromaStore
 
     first = ChromaStore(model_name="m", path=tmp_path / "chroma", changes=ChangeFeed(tmp_path / "a.sqlite3"))
     first.claim()

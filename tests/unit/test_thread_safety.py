@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import REPO, FakeEmbedder
 from vecmem import MemoryFilter, MemoryRecord
-from vecmem.interfaces.server import create_app
-from vecmem.retrieval.held import HeldVectors
-from vecmem.retrieval.keyword import IndexedMemory, KeywordIndex
-from vecmem.retrieval.tokenize import memory_tokens, tokenize
+from vecmem.interfaces.http.app import create_app
+from vecmem.retrieval.index.held import HeldVectors
+from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex
+from vecmem.retrieval.query.tokenize import memory_tokens, tokenize
 
 pytestmark = pytest.mark.chroma  # concurrency on the real store: Chroma's own threads take part
 
@@ -94,7 +94,7 @@ def test_an_edit_copies_what_a_snapshot_shares_once_per_call(monkeypatch):
 
 
 def test_a_batch_written_through_the_bank_costs_one_copy_of_the_records(make_bank, monkeypatch):
-    from vecmem.retrieval.replica import HeldRecords
+    from vecmem.retrieval.index.replica import HeldRecords
 
     bank = make_bank()
     bank.add("a first memory")

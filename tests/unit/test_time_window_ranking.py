@@ -99,7 +99,7 @@ def test_memories_inside_the_window_that_neither_side_found_are_added(make_bank,
         bank.add(text, memory_id=f"note-{number}", created_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=number))
     assert ids(bank.search("last Tuesday", 1, record_access=False)) == ["chess"]
 
-    from vecmem.retrieval.views import FilterView
+    from vecmem.retrieval.index.views import FilterView
 
     monkeypatch.setattr(FilterView, "created_within", lambda self, start, end, limit: [])
     assert "chess" not in ids(bank.search("last Tuesday", 5, record_access=False))  # what the window added

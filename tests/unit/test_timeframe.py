@@ -1,4 +1,4 @@
-"""The date phrases a query is read for (vecmem.retrieval.timeframe), each against a fixed clock, and the words
+"""The date phrases a query is read for (vecmem.retrieval.query.timeframe), each against a fixed clock, and the words
 that must not be read as dates."""
 
 import math
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from vecmem.retrieval.timeframe import TimeWindow, find_window
+from vecmem.retrieval.query.timeframe import TimeWindow, find_window
 
 NOW = datetime(2026, 6, 11, 15, 0, tzinfo=UTC)  # a Thursday
 

@@ -1,4 +1,4 @@
-"""Spelling variants on the keyword side (vecmem/retrieval/variants.py): which pairs the rule joins and which it
+"""Spelling variants on the keyword side (vecmem/retrieval/query/variants.py): which pairs the rule joins and which it
 cannot, that Chinese and digits are left alone, that an exact match outranks a variant, and "Muhammad" finding
 the memory that says "Mohammed" through MemoryBank in keyword and hybrid mode."""
 
@@ -6,9 +6,9 @@ import pytest
 
 from vecmem import RankWeights
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.retrieval.keyword import IndexedMemory, KeywordIndex
-from vecmem.retrieval.tokenize import memory_tokens, terms
-from vecmem.retrieval.variants import VARIANT_WEIGHT, distance, edit_distance, spelling_variants, variants_of
+from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex
+from vecmem.retrieval.query.tokenize import memory_tokens, terms
+from vecmem.retrieval.query.variants import VARIANT_WEIGHT, distance, edit_distance, spelling_variants, variants_of
 
 
 def _stem(word: str) -> str:

@@ -3,13 +3,13 @@ the ``ChatModel`` protocol and its OpenAI-compatible client (``llm.py``, the onl
 
 Importing it registers ``learn.Learner`` as what ``MemoryBank.add_messages`` runs when the bank was given no
 learner, and ``adding.AddResolution`` as what types and resolves ``MemoryBank.add``: the bank is a layer below
-and cannot import them (maintenance/learning.py and resolving.py say why)."""
+and cannot import them (bank/learning.py and resolving.py say why)."""
 
-from vecmem.agent.adding import AddResolution
-from vecmem.agent.learn import Learner
 from vecmem.agent.memory_agent import MemoryAgent, TurnResult
-from vecmem.maintenance.learning import register_learner
-from vecmem.maintenance.resolving import register_resolver
+from vecmem.agent.writing.adding import AddResolution
+from vecmem.agent.writing.learn import Learner
+from vecmem.bank.learning import register_learner
+from vecmem.bank.resolving import register_resolver
 
 register_learner(Learner)
 register_resolver(AddResolution)

@@ -24,11 +24,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from itertools import islice
 
-from vecmem.api import MemoryApi
+from vecmem.bank.api import MemoryApi
 from vecmem.errors import NotFoundError
 from vecmem.models import LIVE, Hit, MemoryRecord
 from vecmem.retrieval.rank import rank_by_importance
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state.sessions import SessionStore
 from vecmem.validation import GLOBAL_SCOPE
 
 __all__ = ["EARLIER_SESSIONS", "LOOKED_AT", "SCANNED", "SUMMARIES_PER_SESSION", "earlier_sessions"]

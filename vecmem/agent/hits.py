@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from vecmem.models import PromptPack
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state.sessions import SessionStore
 from vecmem.text import char_bigrams, cjk_runs
 
 __all__ = ["HIT_RATE_MIN_INJECTED", "USED_OVERLAP", "HitReport", "measure_hits", "memory_used"]

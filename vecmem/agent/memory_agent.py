@@ -38,18 +38,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vecmem.agent.compress import Summarizer
-from vecmem.agent.conflict import ConflictResolver, Written
-from vecmem.agent.extract import LEXICON_CONFIDENCE, Extractor
-from vecmem.agent.gate import GateDecision, WriteGate
 from vecmem.agent.hits import HitReport, measure_hits, memory_used
-from vecmem.agent.learn import write_message
 from vecmem.agent.llm import ChatModel, MeteredModel, ModelUsage
 from vecmem.agent.recall import recall
-from vecmem.api import MemoryApi
+from vecmem.agent.writing.conflict import ConflictResolver, Written
+from vecmem.agent.writing.extract import LEXICON_CONFIDENCE, Extractor
+from vecmem.agent.writing.gate import GateDecision, WriteGate
+from vecmem.agent.writing.learn import write_message
+from vecmem.bank.api import MemoryApi
 from vecmem.errors import InvalidInputError, LLMError, NotFoundError, VecmemError
 from vecmem.models import Hit, MemoryRecord, PromptPack, Provenance, Turn, validate_session_id
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, TiktokenCounter
-from vecmem.storage.sessions import SessionCounters, SessionStore, StoredTurn
+from vecmem.storage.state.sessions import SessionCounters, SessionStore, StoredTurn
 
 __all__ = ["MemoryAgent", "TurnResult", "TurnWrite", "HitReport", "DEFAULT_ROUTES", "TEMPLATES", "memory_used"]
 

@@ -34,10 +34,10 @@ from dataclasses import dataclass, replace
 
 from vecmem.agent import rules
 from vecmem.agent.earlier import earlier_sessions
-from vecmem.agent.topics import SLOTS
-from vecmem.api import MemoryApi
+from vecmem.agent.writing.topics import SLOTS
+from vecmem.bank.api import MemoryApi
 from vecmem.models import Hit
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state.sessions import SessionStore
 
 __all__ = ["CODING_SLOTS", "CODING_TOPICS", "STRONG_RELEVANCE", "Recall", "recall"]
 

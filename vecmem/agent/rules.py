@@ -34,10 +34,10 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vecmem.agent.topics import has_change_cue, keyword_tags, topic_slots
+from vecmem.agent.writing.topics import has_change_cue, keyword_tags, topic_slots
 
 # the one planted-instruction rule, which every write path applies (intake.py); re-exported for the agent
-from vecmem.maintenance.intake import looks_like_injection
+from vecmem.bank.intake import looks_like_injection
 
 __all__ = [
     "Classification",

@@ -19,14 +19,14 @@ from typing import Any, TextIO
 
 from vecmem.agent.llm import ChatModel, chat_model_from_settings
 from vecmem.agent.memory_agent import MemoryAgent, TurnResult
-from vecmem.api import MemoryApi
+from vecmem.bank.api import MemoryApi
+from vecmem.bank.chains import revision_number, version_dates
 from vecmem.config import Settings
 from vecmem.errors import VecmemError, is_user_error
-from vecmem.interfaces.opening import long_running_bank
+from vecmem.interfaces.owner.opening import long_running_bank
 from vecmem.interfaces.stopping import serve_until_stopped, start_before_any_stop, stops_cleanly
-from vecmem.maintenance.chains import revision_number, version_dates
 from vecmem.retrieval.rank import prior_share
-from vecmem.storage.sessions import SessionStore
+from vecmem.storage.state.sessions import SessionStore
 
 __all__ = ["main", "ChatRepl"]
 

@@ -15,7 +15,7 @@ enum; descriptions are plain sentences (no markup, no indentation); each tool sa
 destroys (MCP's annotations: a host asks the person before a destructive call). A refusal (bad input, unknown
 id, an argument of the wrong type) comes back as a tool error with one line naming the field ("importance: must be
 a number"), never pydantic's report; ``serverInfo.version`` is vecmem's version. Nothing but protocol messages goes to stdout,
-and stderr carries warnings only (retrieval/keyword.py quietens bm25s's line per index build). The model and the
+and stderr carries warnings only (retrieval/index/keyword.py quietens bm25s's line per index build). The model and the
 user's index load in the background when the server starts, so the first call does not wait for them.
 """
 
@@ -35,11 +35,11 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from vecmem import __version__
-from vecmem.api import MemoryApi
+from vecmem.bank.api import MemoryApi
+from vecmem.bank.learning import chat_messages
 from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.errors import InvalidInputError, VecmemError
-from vecmem.interfaces.server_responses import context_out
-from vecmem.maintenance.learning import chat_messages
+from vecmem.interfaces.http.responses import context_out
 
 __all__ = ["create_server", "warm_start"]
 
@@ -132,7 +132,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
                      "How sure you are the user means it (0 to 1); below the review confidence (0.5) it waits for "
                      "approval."))] = MODEL_CONFIDENCE) -> dict[str, Any]:
         # What a model relays is untrusted (it may be repeating a planted instruction): stored as extracted, so
-        # the bank screens it as it screens the chat's extraction (maintenance/intake.py).
+        # the bank screens it as it screens the chat's extraction (bank/intake.py).
         result = _vecmem(lambda: bank.remember(content, memory_type=memory_type, importance=importance,
                                                session_id=session_id, user_id=user_id, source="extracted",
                                                confidence=confidence))
@@ -152,7 +152,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
                               "oldest first."))],
                           session_id: SessionId = None, user_id: UserId = None) -> dict[str, Any]:
         # What a model relays is untrusted: extraction stores source "extracted", so the bank screens every
-        # memory as it screens remember's (maintenance/intake.py): planted instructions, doubtful statements.
+        # memory as it screens remember's (bank/intake.py): planted instructions, doubtful statements.
         learnt = _vecmem(lambda: bank.add_messages(messages, session_id=session_id, user_id=user_id))
         return dict(learnt.to_dict())
 

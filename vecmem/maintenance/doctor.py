@@ -22,14 +22,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vecmem.bank.chains import cycles as supersession_cycles
 from vecmem.errors import StoreError
-from vecmem.maintenance.chains import cycles as supersession_cycles
 from vecmem.models import MEMORY_TYPES, MemoryRecord
-from vecmem.retrieval.keyword import memory_tokens
-from vecmem.storage.access import AccessStats
+from vecmem.retrieval.index.keyword import memory_tokens
 from vecmem.storage.base import MemoryStore
-from vecmem.storage.changes import ChangeFeed
-from vecmem.storage.rows import from_row
+from vecmem.storage.chroma.rows import from_row
+from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["Finding", "DoctorReport", "examine", "examine_users"]
 

@@ -32,8 +32,8 @@ from datetime import datetime
 from vecmem.config import Settings
 from vecmem.models import GLOBAL_SCOPE, MemoryFilter, MemoryRecord
 from vecmem.retrieval.rank import freshness, weight
-from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 
 __all__ = ["PruneCandidate", "active", "archive_by_policy", "needs_review", "over_cap", "plan", "protected",
            "retention"]

@@ -4,8 +4,8 @@ serves anything: no command to run, and nothing acknowledged is lost.
 A SIGKILL can stop a write between its two announcements on the change feed (``begin``, ``end``), or between
 the store's write and the access statistics' (``forget``, ``forget_all``: a memory deleted, its statistics
 not yet). Moves between layouts and reindexes record each step in the store and are finished when a user is
-first opened (chroma_layout.py, chroma_moves.py); a torn HNSW segment is rebuilt where it is found
-(chroma_repair.py). Here, at open:
+first opened (chroma/layout.py, chroma/moves.py); a torn HNSW segment is rebuilt where it is found
+(chroma/repair.py). Here, at open:
 
 * the writes left open are ended (``ChangeFeed.recover``: only those of writers that died, proved by taking
   their users' write locks, so a live worker of a shared PostgreSQL state and Chroma server is never cut off);
@@ -25,9 +25,9 @@ from collections.abc import Callable
 
 from vecmem.maintenance.doctor import examine_users
 from vecmem.models import MemoryRecord
-from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
-from vecmem.storage.database import WriteLocks
+from vecmem.storage.state.access import AccessStats
+from vecmem.storage.state.database import WriteLocks
 
 __all__ = ["recover"]
 

@@ -17,11 +17,11 @@ from datetime import datetime
 
 import numpy as np
 
+from vecmem.bank.writes import WritePath
 from vecmem.errors import InvalidInputError, VecmemError
-from vecmem.maintenance.writes import WritePath
 from vecmem.models import GLOBAL_SCOPE, ImportReport, MemoryFilter, MemoryRecord, normalize_for_hash
-from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 from vecmem.validation import check_unicode, validate_new_id
 
 __all__ = ["WRITE_BATCH", "content_id", "export", "import_lines", "parse_line", "parse_lines", "text_for_id",

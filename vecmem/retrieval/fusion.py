@@ -67,11 +67,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from vecmem.retrieval.calibration import Anchors
-from vecmem.retrieval.keyword import KeywordResult
-from vecmem.retrieval.question import QUERY_STOPWORDS
+from vecmem.retrieval.embedding.calibration import Anchors
+from vecmem.retrieval.index.keyword import KeywordResult
+from vecmem.retrieval.query.question import QUERY_STOPWORDS
+from vecmem.retrieval.query.tokenize import recency_weights, terms
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
-from vecmem.retrieval.tokenize import recency_weights, terms
 
 __all__ = ["DATE_SHARE", "DIALOGUE_KEYWORD_DECAY", "Fusion", "Fusions", "asks_about", "cosine", "query_parts", "query_terms"]
 

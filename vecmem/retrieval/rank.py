@@ -34,7 +34,7 @@ from datetime import datetime
 
 from vecmem.config import RankWeights
 from vecmem.models import Hit, MemoryRecord
-from vecmem.retrieval.timewindow import TimeWindow
+from vecmem.retrieval.query.timewindow import TimeWindow
 
 __all__ = ["TIE_BAND", "prior_share", "freshness", "recency", "score", "weight", "rerank", "rank_by_importance", "timeliness"]
 

@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vecmem.retrieval.calibration import PARAPHRASES, Calibration, calibrate
+from vecmem.retrieval.embedding.calibration import PARAPHRASES, Calibration, calibrate
 
 if TYPE_CHECKING:
-    from vecmem.retrieval.embedders import Embedder
+    from vecmem.retrieval.embedding.embedders import Embedder
 
 __all__ = ["COHORT", "Cohort", "CohortStats", "dense_relevance", "idf", "keyword_scale"]
 

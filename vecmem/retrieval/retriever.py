@@ -28,8 +28,8 @@ import numpy as np
 from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
-from vecmem.retrieval.calibration import LANGUAGES, Anchors, language, pair_of
-from vecmem.retrieval.embedders import Embedder
+from vecmem.retrieval.embedding.calibration import LANGUAGES, Anchors, language, pair_of
+from vecmem.retrieval.embedding.embedders import Embedder
 from vecmem.retrieval.fusion import (
     DIALOGUE_KEYWORD_DECAY,
     Fusion,
@@ -39,17 +39,17 @@ from vecmem.retrieval.fusion import (
     query_parts,
     query_terms,
 )
-from vecmem.retrieval.held import HeldVectors
-from vecmem.retrieval.keyword import FilterView, KeywordIndex, KeywordResult
-from vecmem.retrieval.question import split_question
+from vecmem.retrieval.index.held import HeldVectors
+from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
+from vecmem.retrieval.index.replica import Replicas, Snapshot, _Copy
+from vecmem.retrieval.query.question import split_question
+from vecmem.retrieval.query.timeframe import TimeWindow, find_window
+from vecmem.retrieval.query.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
+from vecmem.retrieval.query.variants import NO_VARIANTS, Variants, spelling_variants
 from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
 from vecmem.retrieval.relevance import Cohort
-from vecmem.retrieval.replica import Replicas, Snapshot, _Copy
-from vecmem.retrieval.timeframe import TimeWindow, find_window
-from vecmem.retrieval.tokenize import matched_terms, memory_tokens, recency_weights, split_dialogue
-from vecmem.retrieval.variants import NO_VARIANTS, Variants, spelling_variants
-from vecmem.storage.access import AccessStats
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.state.access import AccessStats
 
 __all__ = ["DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY", "Retriever"]
 

@@ -34,7 +34,7 @@ from vecmem.errors import InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
 
 if TYPE_CHECKING:
-    from vecmem.storage.changes import ChangeFeed
+    from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["IndexedRow", "MemoryStore", "RawRow", "UserWrite", "announced", "announced_many", "check_owner",
            "check_write"]

@@ -26,9 +26,9 @@ import numpy as np
 from vecmem.errors import EmbeddingMismatchError, StoreError
 from vecmem.models import MEMORY_TYPES, MemoryFilter, MemoryRecord
 from vecmem.storage.base import IndexedRow, RawRow, UserWrite, announced, check_owner, check_write
-from vecmem.storage.changes import ChangeFeed
+from vecmem.storage.chroma.rows import from_row, to_metadata
 from vecmem.storage.memory_state import _Memories, _Row, stage, swap_staged
-from vecmem.storage.rows import from_row, to_metadata
+from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["InMemoryStore"]
 

@@ -1,7 +1,7 @@
 """What every client of one in-memory store shares (``memory.py``), and a reindex's staging copies in it.
 
 A reindex to another model stages each memory's new vector beside the old one (as ``ChromaStore`` stages
-collections, ``chroma_moves.py``): the store reads the old vectors until ``swap_staged``, and a reindex that
+collections, ``chroma/moves.py``): the store reads the old vectors until ``swap_staged``, and a reindex that
 failed midway, run again, embeds only the memories it had not staged or whose text changed since.
 """
 

@@ -1,0 +1,1 @@
+"""Framework adapters: LangGraph's BaseStore and LangChain's retriever over a bank."""
