@@ -11,13 +11,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
 help:
 	@echo "make demo   - install, then a walk-through of retrieval on the seed memories (no network, no API key)"
 	@echo "make test   - install, then the whole test suite"
+	@echo "make torture - add, import, supersede, forget_all and reindex SIGKILLed VECMEM_TORTURE_ROUNDS times (default 100), each kill checked"
 	@echo "make check  - ruff, mypy --strict, the import-layer contract and the fast unit lane (in-memory store, < 1 min)"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
@@ -87,6 +88,11 @@ fast: install
 
 test: install browser postgres
 	$(BIN)/python -m pytest
+
+# writers of every kind SIGKILLed 100 times in a row on one store, each kill checked (tests/integration/test_torture.py)
+VECMEM_TORTURE_ROUNDS ?= 100
+torture: install
+	VECMEM_TORTURE_ROUNDS=$(VECMEM_TORTURE_ROUNDS) $(BIN)/python -m pytest tests/integration/test_torture.py -q -s
 
 BENCH_ARGS ?= --n 5000 --queries 200
 bench: install

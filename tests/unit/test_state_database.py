@@ -250,3 +250,35 @@ def test_sqlite_files_keep_their_names_in_the_home(tmp_path):
     where = state_database(settings, "sessions.sqlite3", "sessions")
     assert where == tmp_path / "sessions.sqlite3"
     assert SQLiteFile(tmp_path / "x.sqlite3", "", label="x").dialect == "sqlite"
+
+
+def _write_until_killed(settings: Settings, user: str, entered) -> None:
+    """A writer as the bank writes (its user's write lock, then begin ... end), stopped inside its write."""
+    locks, feed = write_locks(settings), ChangeFeed(database(settings))
+    with locks.holding([user]), feed.writing(user, ["m1", "m2"]):
+        entered.set()
+        time.sleep(120)  # killed here
+
+
+def test_a_write_open_in_a_live_process_is_waited_for_and_one_left_by_a_killed_one_is_settled(settings):
+    context = multiprocessing.get_context("spawn")
+    entered = context.Event()
+    writer = context.Process(target=_write_until_killed, args=(settings, "alice", entered))
+    writer.start()
+    try:
+        assert entered.wait(60)
+        feed, locks = ChangeFeed(database(settings)), write_locks(settings)
+        recovered: dict[str, list[str]] = {}
+        opener = threading.Thread(target=lambda: recovered.update(feed.recover(locks.holding)))
+        opener.start()
+        opener.join(1.0)
+        assert opener.is_alive() and not recovered  # the writer is alive: its write is not cut off
+        writer.kill()  # SIGKILL: its lock (flock, or PostgreSQL's advisory lock) goes with it
+        opener.join(60)
+        assert recovered == {"alice": ["m1", "m2"]}
+        assert feed.unsettled("alice", feed.head()) == {}
+        assert feed.recover(locks.holding) == {}
+        locks.close()
+    finally:
+        writer.kill()
+        writer.join(30)

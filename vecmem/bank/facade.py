@@ -29,7 +29,7 @@ from vecmem.bank.resolving import AddResolver, AddResult
 from vecmem.bank.writes import WritePath
 from vecmem.config import Settings
 from vecmem.errors import ConfigError, NotFoundError
-from vecmem.maintenance import hygiene, transfer
+from vecmem.maintenance import hygiene, recovery, transfer
 from vecmem.maintenance.doctor import DoctorReport, examine
 from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.maintenance.stats import store_stats
@@ -92,12 +92,15 @@ class MemoryBank:
             if adopt_stored and self._store.model_name != model_name:
                 opening.say_how_to_move(self._store.model_name, model_name)
             self._changes: ChangeFeed | None = self._store.changes
+            opening.mend_with(self._store, self.embedder.name, self.embedder.embed_documents)
             if verify_model:
                 self._store.check_model()
             self._access, self._locks = opening.open_state(self.settings, acquired)
             self._retriever = Retriever(self._store, self.embedder, self.settings, self._access)
             acquired.callback(self._retriever.close)  # stops its vector loaders, drops the users' copies
             self._writes = WritePath(self._store, self._retriever, self._access, self.embedder.embed_documents)
+            # what a killed writer left is settled before this bank serves anything (recovery.py)
+            recovery.recover(self._store, self._access, self._locks, lambda _user, records: self._writes.write(records))
             self._release = acquired.pop_all()  # close() releases the same parts in the same order
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
             self._release = opening.closing_last(self._release, store)

@@ -13,7 +13,10 @@ and leaves the lock free.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+
+import numpy as np
 
 from vecmem.config import Settings
 from vecmem.storage.base import MemoryStore
@@ -24,7 +27,8 @@ from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.state.database import WriteLocks
 from vecmem.storage.state.lock import StoreLock
 
-__all__ = ["claim_store", "closing_last", "open_state", "open_store", "say_how_to_move"]
+
+__all__ = ["claim_store", "closing_last", "mend_with", "open_state", "open_store", "say_how_to_move"]
 
 log = logging.getLogger("vecmem")
 _moves_said: set[tuple[str, str]] = set()
@@ -57,6 +61,13 @@ def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take
     acquired.callback(opened.close)
     opened.claim(take_over=take_over)
     return opened
+
+
+def mend_with(store: MemoryStore, model_name: str, embed_documents: Callable[[Sequence[str]], np.ndarray]) -> None:
+    """Let an embedded Chroma store rebuild a collection of this model whose HNSW segment a kill tore, embedding
+    its memories anew (storage/chroma/repair.py); other stores have nothing to rebuild."""
+    if isinstance(store, ChromaStore):
+        store.mend_with(model_name, embed_documents)
 
 
 def open_state(settings: Settings, acquired: ExitStack) -> tuple[AccessStats, WriteLocks]:

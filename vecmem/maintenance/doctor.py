@@ -4,7 +4,9 @@ Examined, per user: rows that cannot be read, a memory stored in two type collec
 ``superseded_by`` links to memories that do not exist, supersession cycles, keyword tokens missing or out of step
 with the memory (the keyword index is rebuilt from them), collections recording another embedding model than the
 store's or the configured one; and beside the store, access statistics of memories that no longer exist and
-writes the change feed saw begin but never end (a process killed mid-write).
+writes the change feed saw begin but never end (a process killed mid-write; the next process to open the store
+settles those and runs these repairs for their users itself, recovery.py, so the doctor finds them only where
+that could not run).
 
 Repaired with ``repair=True``: a dangling ``superseded_by`` is cleared (the memory is live again, as ``restore``
 would make it); a cycle is broken at its newest memory, which becomes live; of two copies of one memory the
@@ -16,7 +18,7 @@ mismatch (``vecmem reindex`` re-embeds everything with the configured model).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +30,7 @@ from vecmem.storage.chroma.rows import from_row
 from vecmem.storage.state.access import AccessStats
 from vecmem.storage.state.changes import ChangeFeed
 
-__all__ = ["Finding", "DoctorReport", "examine"]
+__all__ = ["Finding", "DoctorReport", "examine", "examine_users"]
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,29 @@ def examine(
     """Examine every user; with ``repair``, mend what can be mended. ``rewrite(user, records)`` stores records
     with fresh vectors and keyword tokens (the bank's own write path)."""
     findings: list[Finding] = []
-    counts: dict[str, dict[str, int]] = {}
     stored = store.stored_model()
     if stored is not None and stored[0] != configured_model:
         findings.append(Finding("model-mismatch", None, (), f"the store was built with '{stored[0]}', the "
                                 f"configured model is '{configured_model}': run `vecmem reindex`", False))
-    for user in store.users():
+    report = examine_users(store, access, changes, store.users(), repair=repair, rewrite=rewrite)
+    return DoctorReport(counts=report.counts, findings=tuple(findings) + report.findings)
+
+
+def examine_users(
+    store: MemoryStore,
+    access: AccessStats,
+    changes: ChangeFeed | None,
+    users: Iterable[str],
+    *,
+    repair: bool,
+    rewrite: Callable[[str, list[MemoryRecord]], object],
+) -> DoctorReport:
+    """``examine`` for these users only, leaving out the store-wide check of the model (what the recovery on
+    open runs on the users a killed writer left writes of: recovery.py)."""
+    findings: list[Finding] = []
+    counts: dict[str, dict[str, int]] = {}
+    stored = store.stored_model()
+    for user in users:
         counts[user] = dict.fromkeys(MEMORY_TYPES, 0)
         findings.extend(_examine_user(store, access, changes, user, stored, counts[user], repair, rewrite))
     return DoctorReport(counts=counts, findings=tuple(findings))

@@ -59,6 +59,8 @@ class _Rows:
             with chroma_errors("writing memories", sends_vectors=True):
                 self.collection.upsert(ids=self.ids, embeddings=np.stack(self.vectors), documents=self.documents,
                                        metadatas=self.metadatas)
+
+    def remove_stale(self) -> None:
         if self.stale:
             with chroma_errors("moving memories between types"):
                 self.collection.delete(ids=self.stale)
@@ -98,6 +100,10 @@ def write_many(layout: ChromaCollections, changes: ChangeFeed | None, writes: Se
                             rows_for(other.shared if isinstance(other, SharedPlace) else other).stale.append(stale)
         with announced_many(changes, {user: [r.id for r in records] for user, (records, *_) in merged.items()}):
             _send_all(list(targets.values()), threads, changes)
+            # only then the old copies of memories whose type changed: a kill in between leaves a memory in
+            # two places (the recovery on open keeps one), never in none
+            for rows in targets.values():
+                rows.remove_stale()
         for user, (records, *_) in merged.items():
             layout.after_write(user, len(records))
 

@@ -283,6 +283,24 @@ class ChromaCollections(ChromaRegistry):
             self._known[user_id] = move_to_dedicated(self, user_id, places)
             self._sizes.pop(user_id, None)
 
+    def collections_of(self, user_ids: Sequence[str]) -> list[Any]:
+        """The Chroma collections that hold these users' memories, looked up by name without opening the
+        users (which reads them: a torn collection fails that, chroma/repair.py)."""
+        names: dict[str, None] = {}
+        for user in user_ids:
+            shared = (self.entry(user) or {}).get("shared")
+            if shared:
+                names[str(shared)] = None
+            names.update(dict.fromkeys(collection_name(user, t) for t in MEMORY_TYPES))
+        return [found for name in names if (found := self.get(name)) is not None]
+
+    def forget_collections(self) -> None:
+        """Forget every collection looked up (one was rebuilt under its name: chroma/repair.py)."""
+        with self._lock:
+            self._known.clear()
+            self._sizes.clear()
+            self._shared.clear()
+
     @staticmethod
     def _count(places: dict[str, SharedPlace]) -> int:
         with chroma_errors("counting memories"):

@@ -122,17 +122,29 @@ class ChromaRegistry:
         with self._lock:
             if name not in self._shared:
                 metadata = {"embed_model": model_name, "embed_dim": dimension, "vecmem_schema": SCHEMA_VERSION}
-                self._shared[name] = self.get(name) or self.create(name, metadata, SHARED_HNSW)
+                self._shared[name] = (self.get(name) or self.renamed_rebuild(name)
+                                      or self.create(name, metadata, SHARED_HNSW))
             return self._shared[name]
 
     def _shared_named(self, name: str) -> Any | None:
         with self._lock:
             if name not in self._shared:
-                found = self.get(name)
+                found = self.get(name) or self.renamed_rebuild(name)
                 if found is None:
                     return None
                 self._shared[name] = found
             return self._shared[name]
+
+    def renamed_rebuild(self, name: str) -> Any | None:
+        """The complete copy of a collection whose rebuild died between dropping the collection and renaming the
+        copy (``-reindex``, marked ``vecmem_rebuild_complete``: chroma/repair.py), renamed into place; None when
+        there is none."""
+        rebuilt = self.get(name + REBUILD_SUFFIX)
+        if rebuilt is None or not (rebuilt.metadata or {}).get("vecmem_rebuild_complete"):
+            return None
+        with chroma_errors(f"finishing the rebuild of collection {name}"):
+            rebuilt.modify(name=name)
+            return self.client.get_collection(name, embedding_function=None)
 
     @staticmethod
     def place(shared: Any, user_id: str, memory_type: str) -> SharedPlace:

@@ -41,9 +41,10 @@ not four per user. ``VECMEM_CACHE_MB`` budgets vecmem's own caches.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -59,13 +60,50 @@ from vecmem.storage.chroma.layout import (
     model_of,
     pages,
 )
-from vecmem.storage.chroma.registry import ChromaRegistry
+from vecmem.storage.chroma.registry import DEDICATED_HNSW, ChromaRegistry
+from vecmem.storage.chroma.repair import is_shared, probe, torn
+from vecmem.storage.chroma.repair import rebuild as rebuild_torn
 from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
 from vecmem.storage.chroma.search import SearchThreads, filtered_search, plan_searches
-from vecmem.storage.chroma.shared import SHARED_BUCKETS, SharedPlace, shared_nearest, typed_rows, with_vectors
+from vecmem.storage.chroma.shared import SHARED_BUCKETS, SHARED_HNSW, SharedPlace, shared_nearest, typed_rows, with_vectors
 from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["ChromaStore", "where_clause"]
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _mending(method: _Method) -> _Method:
+    """A call on a user's memories that, when Chroma cannot load one of the user's HNSW segments (torn by a
+    kill: chroma/repair.py), rebuilds it and runs once more."""
+    @functools.wraps(method)
+    def run(self: ChromaStore, user_id: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, user_id, *args, **kwargs)
+        except StoreError as exc:
+            if not torn(exc) or not self._mend([user_id]):
+                raise
+        return method(self, user_id, *args, **kwargs)
+    return run  # type: ignore[return-value]
+
+
+def _mending_rows(method: _Method) -> _Method:
+    """``_mending`` for a method that yields rows: run once more only when it failed before its first row (after
+    it, the segment is rebuilt and the error raised: the caller's next call reads it whole)."""
+    @functools.wraps(method)
+    def run(self: ChromaStore, user_id: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        produced = False
+        try:
+            for item in method(self, user_id, *args, **kwargs):
+                produced = True
+                yield item
+            return
+        except StoreError as exc:
+            # rows already given cannot be taken back: rebuilt, the next call reads on; failing, this one says why
+            if not torn(exc) or not self._mend([user_id]) or produced:
+                raise
+        yield from method(self, user_id, *args, **kwargs)
+    return run  # type: ignore[return-value]
 
 
 class ChromaStore:
@@ -90,6 +128,9 @@ class ChromaStore:
             raise InvalidInputError("path", "give exactly one of a store folder (path) or a Chroma server (url)")
         self.model_name = model_name
         self.changes = changes
+        self._folder = path
+        # the model's (name, embed_documents), which rebuilds a torn collection (``mend_with``); None: not rebuilt
+        self._mender: tuple[str, Callable[[Sequence[str]], np.ndarray]] | None = None
         if url is None:
             self.location = str(path)
         else:
@@ -113,6 +154,28 @@ class ChromaStore:
         through another one (chroma/registry.py, ``claim``), unless ``take_over``."""
         if self.changes is not None:
             self._layout.claim(self.changes.identity(), self.changes.where, take_over=take_over)
+
+    def mend_with(self, model_name: str, embed_documents: Callable[[Sequence[str]], np.ndarray]) -> None:
+        """Rebuild a collection of this model whose HNSW segment Chroma cannot load, embedding its memories
+        with ``embed_documents`` (an embedded store only: chroma/repair.py)."""
+        self._mender = (model_name, embed_documents)
+
+    def _mend(self, user_ids: Sequence[str]) -> bool:
+        """Rebuild the torn collections that hold these users' memories; whether any was rebuilt."""
+        if self._folder is None or self._mender is None:
+            return False
+        model, embed = self._mender
+        rebuilt = False
+        with self._layout.writing:
+            for collection in self._layout.collections_of(user_ids):
+                if model_of(collection.metadata)[0] != model or probe(collection):
+                    continue
+                rebuild_torn(self._layout, collection, self._folder, embed,
+                             SHARED_HNSW if is_shared(collection.name) else DEDICATED_HNSW)
+                rebuilt = True
+            if rebuilt:
+                self._layout.forget_collections()
+        return rebuilt
 
     def close(self) -> None:
         """Stop the search and write threads. The Chroma client stays open: chromadb shares one per folder or
@@ -155,6 +218,7 @@ class ChromaStore:
 
     # ----------------------------------------------------------------------------------------- reads
 
+    @_mending
     def get(
         self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str] | None = None
     ) -> dict[str, MemoryRecord]:
@@ -162,6 +226,7 @@ class ChromaStore:
         type's collection."""
         return {i: record for i, (record, _, _) in self._read(user_id, ids, type_of, embeddings=False).items()}
 
+    @_mending
     def get_indexed(self, user_id: str, ids: Sequence[str]) -> dict[str, IndexedRow]:
         """The memories with these ids, their embeddings and their stored keyword tokens (None when written
         before they existed), looking in collections another bank may have created since: what re-reads
@@ -172,12 +237,14 @@ class ChromaStore:
             found.update(self._read(user_id, [i for i in ids if i not in found], None, embeddings=True))
         return found  # type: ignore[return-value]
 
+    @_mending_rows
     def scan_vectors(self, user_id: str, page: int = 5_000) -> Iterator[tuple[list[str], np.ndarray]]:
         """Every stored embedding of the user, a page (ids, matrix) at a time."""
         for collection in self._typed(user_id).values():
             for rows in pages(collection, ["embeddings"], "reading embeddings", size=page):
                 yield list(rows["ids"]), np.asarray(rows["embeddings"], dtype=np.float32)
 
+    @_mending
     def vectors(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str]) -> dict[str, np.ndarray]:
         """The stored embeddings of these memories (ids without a type in ``type_of`` are skipped), one read
         per type collection, those run at once."""
@@ -231,6 +298,7 @@ class ChromaStore:
                                     None if keywords is None else keywords.split())
         return found
 
+    @_mending
     def count(self, user_id: str) -> int:
         """How many memories the user has (costs about 7 ms at 100,000; kept off the search path)."""
         self.refresh(user_id)  # a collection another process created since counts too
@@ -240,6 +308,7 @@ class ChromaStore:
                 total += int(collection.count())
         return total
 
+    @_mending_rows
     def scan(self, user_id: str, memory_filter: MemoryFilter) -> Iterator[MemoryRecord]:
         """Every memory of the user that passes the filter, page by page."""
         collections = self._typed(user_id, memory_filter.types, verify=False)
@@ -248,6 +317,7 @@ class ChromaStore:
             if memory_filter.matches(record):
                 yield record
 
+    @_mending_rows
     def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
         """Every memory of the user with its stored keyword tokens (None when written before they existed)."""
         for _, memory_id, document, metadata in typed_rows(self._typed(user_id, verify=False),
@@ -255,6 +325,7 @@ class ChromaStore:
             stored = (metadata or {}).get("keywords")
             yield from_row(memory_id, document, metadata), None if stored is None else stored.split()
 
+    @_mending_rows
     def raw_rows(self, user_id: str) -> Iterator[RawRow]:
         """Every row of the user as stored: (collection's type, id, document, metadata), unread ones included
         (what ``vecmem doctor`` examines)."""
@@ -272,6 +343,7 @@ class ChromaStore:
                                                                 "reading the supersession history",
                                                                 {"superseded_by": memory_id})]
 
+    @_mending
     def nearest(
         self,
         user_id: str,
@@ -299,6 +371,7 @@ class ChromaStore:
                        for pair in result)
         return [i for _, i in found[:n_results]], [1.0 - d for d, _ in found[:n_results]]
 
+    @_mending
     def query(
         self, user_id: str, embedding: np.ndarray, n_results: int, memory_filter: MemoryFilter
     ) -> list[tuple[MemoryRecord, float]]:
@@ -326,12 +399,19 @@ class ChromaStore:
 
     def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
         """Several users' upserts in a few Chroma calls (``chroma/batch.py``)."""
+        try:
+            write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
+            return
+        except StoreError as exc:
+            if not torn(exc) or not self._mend(list(dict.fromkeys(w.user_id for w in writes))):
+                raise
         write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
 
     def stored_ids(self, ids_by_user: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
         """Which of these ids each user has stored, a Chroma read per collection asked."""
         return stored_ids(self._layout, ids_by_user)
 
+    @_mending
     def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the fields of existing memories whose content, tags and type did not change."""
         if not records:
@@ -352,6 +432,7 @@ class ChromaStore:
         if missing:
             raise StoreError(f"user {user_id!r} has no {', '.join(sorted(missing))} memories to update")
 
+    @_mending
     def delete(self, user_id: str, ids: Sequence[str]) -> None:
         if not ids:
             return

@@ -11,8 +11,8 @@ Chroma server shares, so a worker's copies see every other worker's writes.
 
 A write is announced twice: ``begin`` before Chroma is touched, ``end`` after it returned or failed. A reader
 that sees a ``begin`` without its ``end`` treats the memory as unsettled and reads it from Chroma on every
-search until the ``end`` arrives; if the writer was killed in between, the memory simply stays read from
-Chroma. So a copy is never older than the last write that finished, and a write in flight or interrupted is
+search until the ``end`` arrives; if the writer was killed in between, the memory stays read from Chroma
+until the next process to open the store settles the write (``recover``, below). So a copy is never older than the last write that finished, and a write in flight or interrupted is
 never served from a copy.
 
 **Rows are numbered in the order they commit.** A reader remembers the last number it read and next asks for
@@ -22,6 +22,18 @@ one advisory lock for the feed (``Transaction.exclusive``), held until it commit
 
 The feed keeps its newest ``KEEP_ROWS`` rows. A reader that fell further behind than that (or that sees a
 ``reset``, written by a reindex or a move between layouts) rebuilds its copy from the store.
+
+**Writes a killed process left open are settled by the next process that opens the store** (``recover``). The
+feed counts the rows of writes begun and not yet ended (``open_rows`` in the ``feed`` table, moved in the
+transaction of each append), so an open after a clean exit costs one read. When the count is not zero, the
+feed is read whole to find whose writes are open, and those users' write locks are taken (database.py): every
+writer holds its user's write lock from before its ``begin`` until after its ``end``, and the kernel (flock) or
+PostgreSQL (a transaction's advisory lock) lets go of a dead writer's lock, so once the opener holds the lock, a
+write of that user still open belongs to a process that died, never to a live one on this or another machine.
+Those are ended as failed (what Chroma holds is what there is; readers re-read the memories). The count is then
+recomputed from the feed, which also corrects it for a feed written before it was kept. Where workers write all
+the time (a shared PostgreSQL state), a worker that starts mid-write reads the feed whole once and waits for
+those writes to end.
 
 The feed also names the state it belongs to (``identity``): a random id made once, which a Chroma store
 records so that two processes with different state (two homes, or a home and a PostgreSQL database) cannot
@@ -33,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,12 +54,15 @@ from vecmem.storage.state.sqlite import SQLiteFile
 
 __all__ = ["ChangeFeed", "Changes", "RESET"]
 
+Holding = Callable[[Iterable[str]], contextlib.AbstractContextManager[None]]  # WriteLocks.holding
+
 RESET = "*"  # memory_id of a row meaning "everything of this user changed" (a reindex); written into SQL below
 KEEP_ROWS = 200_000  # rows kept; a reader further behind rebuilds (two rows per memory written)
 _PRUNE_EVERY = 5_000  # rows written between two checks of the feed's length
 _LOOKS_KEPT = 10_000  # users whose last look is remembered (read_recently)
 _BEGIN, _DONE, _FAILED = 0, 1, 2
 _FEED_LOCK = "vecmem change feed"  # what an append holds until it commits (PostgreSQL), see the docstring
+_OPEN_ROWS = "open_rows"  # key in ``feed``: rows of writes begun and not ended (see ``recover``)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS changes (
     seq {serial}, user_id TEXT NOT NULL, memory_id TEXT NOT NULL,
@@ -121,13 +136,13 @@ class ChangeFeed:
         if not rows:
             yield
             return
-        self._append(rows, _BEGIN)
+        self._append(rows, _BEGIN, opened=len(rows))
         try:
             yield
         except BaseException:
-            self._append(rows, _FAILED)  # part of it may have landed: readers re-read these ids
+            self._append(rows, _FAILED, opened=-len(rows))  # part of it may have landed: readers re-read these ids
             raise
-        self._append(rows, _DONE)
+        self._append(rows, _DONE, opened=-len(rows))
 
     @contextlib.contextmanager
     def sole_writer(self, collection: str) -> Iterator[None]:
@@ -145,19 +160,26 @@ class ChangeFeed:
             yield
 
     def settle(self, user_id: str, memory_ids: Sequence[str]) -> None:
-        """End writes whose writer died before ending them (``vecmem doctor``): readers re-read and settle."""
-        self._append([(user_id, memory_id) for memory_id in dict.fromkeys(memory_ids)], _FAILED)
+        """End writes whose writer died before ending them (``recover``, ``vecmem doctor``): readers re-read and
+        settle. The rows name a writer of their own, so that every reader, this one too, counts them as ends."""
+        rows = [(user_id, memory_id) for memory_id in dict.fromkeys(memory_ids)]
+        self._append(rows, _FAILED, opened=-len(rows), writer=uuid.uuid4().hex)
 
     def reset(self, user_id: str) -> None:
         """Tell every reader that all of this user's memories changed (after a reindex)."""
         self._append([(user_id, RESET)], _DONE)
 
-    def _append(self, changed: Sequence[tuple[str, str]], phase: int) -> None:
-        """One transaction adding a row per (user, memory id) in this phase."""
-        rows = [(user_id, memory_id, self.writer, phase) for user_id, memory_id in changed]
+    def _append(self, changed: Sequence[tuple[str, str]], phase: int, *, opened: int = 0,
+                writer: str | None = None) -> None:
+        """One transaction adding a row per (user, memory id) in this phase; ``opened``: how many rows of open
+        writes this adds (a begin) or ends (negative), counted in ``open_rows`` (a feed that has no count yet
+        gets one from ``recover``)."""
+        rows = [(user_id, memory_id, writer or self.writer, phase) for user_id, memory_id in changed]
         with self._db.transaction() as db:
             db.exclusive(_FEED_LOCK)
             db.executemany("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, ?, ?, ?)", rows)
+            if opened:
+                db.execute("UPDATE feed SET value = value + ? WHERE key = ?", (opened, _OPEN_ROWS))
             self._written += len(rows)  # under the feed's lock, as the transaction is
             if self._written >= _PRUNE_EVERY:
                 self._written = 0
@@ -173,6 +195,56 @@ class ChangeFeed:
             db.execute("DELETE FROM changes WHERE seq <= ?", (cut,))
             db.execute("INSERT INTO feed (key, value) VALUES ('pruned_through', ?) "
                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (cut,))
+
+    # ------------------------------------------------------------------------------------------ recovery
+
+    def recover(self, holding: Holding) -> dict[str, list[str]]:
+        """Settle the writes that processes killed mid-write left open (the module docstring says how a live
+        writer's are told apart): {user: memory ids settled}. ``holding``: the state's write locks (``WriteLocks
+        .holding``). Costs one read when no write is open."""
+        counted = self._db.fetch("SELECT value FROM feed WHERE key = ?", (_OPEN_ROWS,))
+        if counted and int(counted[0][0]) <= 0:
+            return {}
+        settled: dict[str, list[str]] = {}
+        users = sorted(user for user, open_writes in self._open_writes().items() if open_writes)
+        if users:
+            with holding(users):  # every writer of these users that is alive has ended its writes now
+                open_now = self._open_writes(users)
+                for user in users:
+                    if open_now.get(user):
+                        settled[user] = sorted(open_now[user])
+                        self.settle(user, settled[user])
+        self._recount()
+        return settled
+
+    def _open_writes(self, users: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
+        """{user: {memory id: writes begun and not ended}} over the whole feed, or for these users only."""
+        sql = "SELECT user_id, memory_id, phase FROM changes WHERE memory_id != '*'"
+        params: tuple[str, ...] = ()
+        if users is not None:
+            sql += f" AND user_id IN ({', '.join('?' * len(users))})"
+            params = tuple(users)
+        open_writes: dict[str, dict[str, int]] = {}
+        for user_id, memory_id, phase in self._db.fetch(sql + " ORDER BY seq", params):
+            _settle(open_writes.setdefault(user_id, {}), memory_id, +1 if phase == _BEGIN else -1)
+        return open_writes
+
+    def _recount(self) -> None:
+        """Set ``open_rows`` from the feed itself, appends waiting meanwhile (they move the count)."""
+        with self._db.transaction() as db:
+            db.exclusive(_FEED_LOCK)
+            open_writes: dict[tuple[str, str], int] = {}
+            for user_id, memory_id, phase in db.execute(
+                "SELECT user_id, memory_id, phase FROM changes WHERE memory_id != '*' ORDER BY seq"
+            ):
+                key = (user_id, memory_id)
+                left = open_writes.get(key, 0) + (1 if phase == _BEGIN else -1)
+                if left > 0:
+                    open_writes[key] = left
+                else:
+                    open_writes.pop(key, None)
+            db.execute("INSERT INTO feed (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
+                       "excluded.value", (_OPEN_ROWS, sum(open_writes.values())))
 
     # ------------------------------------------------------------------------------------------ reading
 
