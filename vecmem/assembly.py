@@ -22,8 +22,6 @@ class MemoryBank(_Bank):
     (agent/writing/adding.py), ``add_messages`` learns as the chat's agent learns from a turn
     (agent/writing/learn.py). ``learner=`` and ``resolver=`` still replace either."""
 
-    __doc__ = _Bank.__doc__
-
     def _default_learner(self) -> MessageLearner:
         from vecmem.agent.writing.learn import Learner
 

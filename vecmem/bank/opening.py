@@ -27,7 +27,6 @@ from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.state.database import WriteLocks
 from vecmem.storage.state.lock import StoreLock
 
-
 __all__ = ["claim_store", "closing_last", "mend_with", "open_state", "open_store", "say_how_to_move"]
 
 log = logging.getLogger("vecmem")

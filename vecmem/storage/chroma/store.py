@@ -65,7 +65,14 @@ from vecmem.storage.chroma.repair import is_shared, probe, torn
 from vecmem.storage.chroma.repair import rebuild as rebuild_torn
 from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
 from vecmem.storage.chroma.search import SearchThreads, filtered_search, plan_searches
-from vecmem.storage.chroma.shared import SHARED_BUCKETS, SHARED_HNSW, SharedPlace, shared_nearest, typed_rows, with_vectors
+from vecmem.storage.chroma.shared import (
+    SHARED_BUCKETS,
+    SHARED_HNSW,
+    SharedPlace,
+    shared_nearest,
+    typed_rows,
+    with_vectors,
+)
 from vecmem.storage.state.changes import ChangeFeed
 
 __all__ = ["ChromaStore", "where_clause"]
