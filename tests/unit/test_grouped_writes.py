@@ -95,6 +95,41 @@ def test_new_memories_and_rewrites_are_never_written_in_one_group():
     assert sorted(user for users, _ in store.calls for user in users) == ["ann", "bob", "cy", "dee"]
 
 
+class EventInterruptedIn(threading.Event):
+    """An event whose wait raises KeyboardInterrupt in the thread named ``interrupted``, as Ctrl-C would."""
+
+    def wait(self, timeout=None):
+        if threading.current_thread().name == "interrupted":
+            raise KeyboardInterrupt
+        return super().wait(timeout)
+
+
+def test_a_writer_interrupted_while_it_waits_leaves_the_queue_and_nobody_hangs(monkeypatch):
+    store = Store()
+    grouped = GroupCommit(store.upsert_many)
+    first = threading.Thread(target=grouped, args=([write_of("ann")],))
+    first.start()
+    assert store.entered.wait(30)
+    monkeypatch.setattr(threading, "Event", EventInterruptedIn)
+    raised: list[BaseException] = []
+
+    def interrupted_write() -> None:
+        try:
+            grouped([write_of("bob")])
+        except BaseException as exc:  # noqa: BLE001  # the KeyboardInterrupt the writer meets
+            raised.append(exc)
+
+    waiter = threading.Thread(target=interrupted_write, name="interrupted")
+    waiter.start()
+    waiter.join(30)
+    monkeypatch.undo()
+    store.release.set()
+    first.join(30)
+    assert [type(exc) for exc in raised] == [KeyboardInterrupt]
+    grouped([write_of("cy")])  # would wait for ever if the lead had gone to the interrupted writer
+    assert [users for users, _ in store.calls] == [["ann"], ["cy"]]  # bob's write was not made after he gave up
+
+
 def test_a_users_write_does_not_wait_for_another_users_write_of_the_same_bank(make_bank):
     """The first write is held inside its embedding until the second, another user's, has been stored: with a
     lock of the whole process around every write, the second would wait for the first and neither would end."""

@@ -59,7 +59,11 @@ class GroupCommit:
             leading = not self._busy
             self._busy = True
         if not leading:
-            mine.wake.wait()
+            try:
+                mine.wake.wait()
+            except BaseException:
+                self._withdraw(mine)
+                raise
         if not mine.finished:  # woken to lead: it is the queue's first
             self._lead()
         if mine.error is not None:
@@ -72,6 +76,20 @@ class GroupCommit:
             self._run(group)
         finally:
             with self._lock:
+                if self._queue:
+                    self._queue[0].wake.set()
+                else:
+                    self._busy = False
+
+    def _withdraw(self, mine: _Waiting) -> None:
+        """A writer interrupted while it waited (KeyboardInterrupt) leaves the queue, so its write is not made
+        after it gave up; if it had been woken to lead, the lead passes to the next writer, so nobody waits for a
+        leader that is gone. A write already taken into a group is being written and cannot be called back."""
+        with self._lock:
+            if mine not in self._queue:
+                return
+            self._queue.remove(mine)
+            if mine.wake.is_set():  # it was the next leader
                 if self._queue:
                     self._queue[0].wake.set()
                 else:
