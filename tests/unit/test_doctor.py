@@ -61,6 +61,7 @@ def test_the_doctor_finds_every_problem_and_repairs_them(make_bank):
     assert after.findings == () and after.healthy
     assert after.counts == {"default": {"fact": 6, "preference": 0, "instruction": 0, "conclusion": 0}}
     assert not bank.get("b0").superseded
+    assert (bank.get("b3").type, bank.get("b3").content) == ("fact", "the user keeps bees number 3")  # its own copy
     assert [bank.get(i).superseded for i in ("b1", "b2")].count(True) == 1  # the cycle is broken, one live
     assert "b4" in {hit.id for hit in bank.search("bees number 4", 6, record_access=False)}
 

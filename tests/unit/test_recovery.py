@@ -87,15 +87,16 @@ def test_reopening_settles_and_mends_a_type_change_killed_half_way(make_bank, ca
     # the write that moves it to "preference" was killed after the new copy landed, before the old one went
     _killed_mid_write(bank._changes, "default", ["bee"])
     place = store._typed("default", ["preference"], create_with_dimension=64)["preference"]
+    moved = record.with_changes(type="preference", content="the user likes bees", version=record.version + 1)
     place.add(ids=["bee"], embeddings=np.ones((1, 64), dtype=np.float32),
-              documents=[record.content], metadatas=[{**to_metadata(record.with_changes(type="preference")),
-                                                      "keywords": "bees keeps user"}])
+              documents=[moved.content], metadatas=[{**to_metadata(moved), "keywords": "bees likes user"}])
     bank.close()
     with caplog.at_level(logging.WARNING, logger="vecmem"):
         reopened = make_bank()
     assert any("settled 1 writes of 1 users" in line and "misplaced-copies (1)" in line for line in caplog.messages)
     assert reopened.doctor().findings == ()
-    assert [r.id for r in reopened.export(user_id="default")] == ["bee"]
+    (kept,) = reopened.export(user_id="default")
+    assert (kept.id, kept.type, kept.content) == ("bee", "preference", "the user likes bees")  # the newer copy
     assert [hit.id for hit in reopened.search("bees", 3, record_access=False)] == ["bee"]
 
 

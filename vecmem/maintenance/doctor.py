@@ -148,7 +148,9 @@ def _examine_user(
     duplicated: list[str] = []
     misplaced: list[tuple[str, str]] = []  # (id, collection it sits in)
     for memory_id, placed in copies.items():
-        newest = max(placed, key=lambda item: (item[1].created_at, item[0] == item[1].type))
+        # every write raises a memory's version, so the copy a half-done type change or edit left behind is the
+        # lower one; created_at (equal across an edit) and the copy's own collection only break ties
+        newest = max(placed, key=lambda item: (item[1].version, item[1].created_at, item[0] == item[1].type))
         records[memory_id] = newest[1]
         if len(placed) > 1:
             duplicated.append(memory_id)
