@@ -138,3 +138,21 @@ def test_what_chroma_says_of_a_torn_segment_is_told_from_other_failures(message,
             raise StoreError("reading memories failed") from exc
     except StoreError as wrapped:
         assert torn(wrapped) is is_torn
+
+
+@pytest.mark.chroma
+def test_a_call_that_met_a_segment_another_thread_already_rebuilt_runs_again(make_bank, monkeypatch):
+    """Two threads meet one torn segment; the first to take the lock rebuilds it. The second then finds every
+    collection reading again and runs its call once more instead of raising the error it met."""
+    bank = make_bank()
+    bank.add("the user keeps bees", memory_id="bee")
+    store, refresh = bank._store, bank._store.refresh
+    failures = iter([StoreError("Error loading hnsw index")])
+
+    def torn_once(user_id):
+        for error in failures:
+            raise error
+        return refresh(user_id)
+
+    monkeypatch.setattr(store, "refresh", torn_once)
+    assert store.count("default") == 1

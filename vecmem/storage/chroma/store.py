@@ -168,21 +168,25 @@ class ChromaStore:
         self._mender = (model_name, embed_documents)
 
     def _mend(self, user_ids: Sequence[str]) -> bool:
-        """Rebuild the torn collections that hold these users' memories; whether any was rebuilt."""
+        """Rebuild the torn collections that hold these users' memories; whether they read now, so the failed call
+        is worth running once more (also when another thread rebuilt them while this one waited for the lock)."""
         if self._folder is None or self._mender is None:
             return False
         model, embed = self._mender
-        rebuilt = False
+        rebuilt = checked = False
         with self._layout.writing:
             for collection in self._layout.collections_of(user_ids):
-                if model_of(collection.metadata)[0] != model or probe(collection):
+                if model_of(collection.metadata)[0] != model:
+                    continue
+                checked = True
+                if probe(collection):
                     continue
                 rebuild_torn(self._layout, collection, self._folder, embed,
                              SHARED_HNSW if is_shared(collection.name) else DEDICATED_HNSW)
                 rebuilt = True
             if rebuilt:
                 self._layout.forget_collections()
-        return rebuilt
+        return checked
 
     def close(self) -> None:
         """Stop the search and write threads. The Chroma client stays open: chromadb shares one per folder or
