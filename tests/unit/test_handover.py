@@ -127,3 +127,14 @@ def test_a_closed_bank_takes_nothing_over(chat, settings, make_bank):
     with pytest.raises(StoreError, match="closing"):
         served._recover(remote)
     assert opened == []
+
+
+def test_a_call_sent_again_to_the_next_owner_sends_the_lines_a_generator_gave_the_first_try(chat, settings,
+                                                                                          make_bank):
+    factory, opened = _counting_factory(make_bank)
+    with long_running_bank(settings, program="vecmem serve", factory=factory) as served:
+        chat.stop()  # the next call finds nobody on the owner's port, after reading its argument
+        lines = (f'{{"content": "The user keeps bees number {n}"}}' for n in range(3))
+        report = served.import_jsonl(lines)
+        assert served.serving and (report.added, report.errors) == (3, ())
+        assert served.count() == 3

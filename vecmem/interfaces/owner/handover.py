@@ -102,6 +102,10 @@ class HandoverBank:
             return self._run(name, {}, lambda bank: getattr(bank, name))
         if name in _API:
             def call(*args: Any, **kwargs: Any) -> Any:
+                # a call may be made again through the next owner: what can be read once (a file's lines, a
+                # generator of records) is read here, so the second try sends what the first did
+                args = tuple(_replayable(value) for value in args)
+                kwargs = {key: _replayable(value) for key, value in kwargs.items()}
                 return self._run(name, kwargs, lambda bank: getattr(bank, name)(*args, **kwargs))
 
             return call
@@ -192,6 +196,10 @@ class HandoverBank:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _replayable(value: Any) -> Any:
+    return list(value) if isinstance(value, Iterator) else value
 
 
 def _repeatable(name: str, kwargs: dict[str, Any]) -> bool:
