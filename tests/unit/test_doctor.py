@@ -35,7 +35,7 @@ def _damaged(bank):
     fact = store._typed("default", ["fact"])["fact"]
     fact.update(ids=["b4"], metadatas=[{**to_metadata(store.get("default", ["b4"])["b4"]), "keywords": "stale"}])
     bank._access.record([store.get("default", ["b5"])["b5"].with_changes(id="long-gone")], bank._clock())
-    bank._changes._append([("default", "b5")], changes_module._BEGIN)  # a writer killed mid-write
+    bank._changes._append([("default", "b5")], changes_module._BEGIN, writer="killed")  # killed mid-write
     bank._retriever.clear()
 
 
@@ -88,3 +88,10 @@ def test_the_cli_exit_code_says_whether_problems_remain(make_bank, settings):
     out = io.StringIO()
     assert cli_main(["doctor", "--json"], stdout=out, stderr=io.StringIO(), bank_factory=factory) == 0
     assert json.loads(out.getvalue())["healthy"] is True
+
+
+def test_the_doctor_does_not_take_a_write_in_flight_in_its_own_process_for_damage(make_bank):
+    bank = make_bank()
+    bank.add("the user keeps bees", memory_id="bee")
+    with bank._changes.writing("default", ["bee"]):  # a write this process is making right now
+        assert bank.doctor().findings == ()

@@ -35,6 +35,19 @@ def test_a_write_left_open_by_a_killed_writer_is_settled_when_the_store_is_next_
     assert reader.since("u", 0).changed == {"m1", "m2"}  # every reader re-reads what the killed write touched
 
 
+def test_a_memory_two_killed_writers_left_open_is_settled_whole(tmp_path):
+    locks, path = FileWriteLocks(tmp_path / "locks"), tmp_path / "changes.sqlite3"
+    for _ in range(2):
+        killed = ChangeFeed(path)
+        _killed_mid_write(killed, "u", ["m1"])
+        killed.close()
+    feed = ChangeFeed(path)
+    assert feed.unsettled("u", feed.head()) == {"m1": 2}
+    assert feed.recover(locks.holding) == {"u": ["m1"]}
+    assert feed.unsettled("u", feed.head()) == {}
+    assert feed.recover(locks.holding) == {}
+
+
 def test_a_live_writers_write_is_never_settled_it_is_waited_for(tmp_path):
     locks, path = FileWriteLocks(tmp_path / "locks"), tmp_path / "changes.sqlite3"
     writer, opener = ChangeFeed(path), ChangeFeed(path)

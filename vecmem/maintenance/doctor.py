@@ -192,10 +192,10 @@ def _examine_user(
                "exist (deleted)", True, lambda: access.forget(user, gone))
 
     if changes is not None:
-        unsettled = sorted(changes.unsettled(user, changes.head()))
+        unsettled = changes.unsettled(user, changes.head(), others_only=True)  # this process's are in flight
         if unsettled:
-            report("unfinished-writes", unsettled, f"{len(unsettled)} writes began and never ended (a process "
-                   "killed mid-write); what the store holds is kept and marked settled", True,
+            report("unfinished-writes", list(unsettled), f"{sum(unsettled.values())} writes began and never ended "
+                   "(a process killed mid-write); what the store holds is kept and marked settled", True,
                    lambda: changes.settle(user, unsettled))
     return found
 

@@ -159,10 +159,12 @@ class ChangeFeed:
             db.exclusive(f"vecmem collection {collection}")
             yield
 
-    def settle(self, user_id: str, memory_ids: Sequence[str]) -> None:
-        """End writes whose writer died before ending them (``recover``, ``vecmem doctor``): readers re-read and
-        settle. The rows name a writer of their own, so that every reader, this one too, counts them as ends."""
-        rows = [(user_id, memory_id) for memory_id in dict.fromkeys(memory_ids)]
+    def settle(self, user_id: str, open_writes: Mapping[str, int]) -> None:
+        """End writes whose writers died before ending them (``recover``, ``vecmem doctor``), ``open_writes``
+        being {memory id: writes begun and not ended}: one end per begin, so a memory two killed writers left
+        open is settled whole. Readers re-read and settle. The rows name a writer of their own, so that every
+        reader, this one too, counts them as ends."""
+        rows = [(user_id, memory_id) for memory_id, left in open_writes.items() for _ in range(max(left, 0))]
         self._append(rows, _FAILED, opened=-len(rows), writer=uuid.uuid4().hex)
 
     def reset(self, user_id: str) -> None:
@@ -213,7 +215,7 @@ class ChangeFeed:
                 for user in users:
                     if open_now.get(user):
                         settled[user] = sorted(open_now[user])
-                        self.settle(user, settled[user])
+                        self.settle(user, open_now[user])
         self._recount()
         return settled
 
@@ -275,12 +277,15 @@ class ChangeFeed:
         return bool(self._db.fetch("SELECT 1 FROM changes WHERE user_id = ? AND seq > ? AND memory_id = '*' "
                                    "AND writer != ? LIMIT 1", (user_id, since, self.writer)))
 
-    def unsettled(self, user_id: str, up_to: int) -> dict[str, int]:
+    def unsettled(self, user_id: str, up_to: int, *, others_only: bool = False) -> dict[str, int]:
         """{memory id: writes begun and not ended} among the rows up to ``up_to``: writes in flight when a
-        reader copies the store, or whose writer died."""
+        reader copies the store, or whose writer died. ``others_only`` leaves out this feed's own writes (in
+        flight in this process, which is alive: what ``vecmem doctor`` asks, run inside a serving process)."""
         open_writes: dict[str, int] = {}
+        mine = " AND writer != ?" if others_only else ""
+        params = (user_id, up_to, self.writer) if others_only else (user_id, up_to)
         for memory_id, phase in self._db.fetch(
-            "SELECT memory_id, phase FROM changes WHERE user_id = ? AND seq <= ? ORDER BY seq", (user_id, up_to)
+            f"SELECT memory_id, phase FROM changes WHERE user_id = ? AND seq <= ?{mine} ORDER BY seq", params
         ):
             _settle(open_writes, memory_id, +1 if phase == _BEGIN else -1)
         return open_writes
