@@ -168,7 +168,8 @@ def test_the_hashed_embedder_is_deterministic_normalised_and_named_by_its_dimens
     assert embedder.embed_documents([]).shape == (0, 96)
 
 
-@pytest.mark.parametrize("name", ["hashed:", "hashed:abc", "hashed:4", "hashed:100000"])
+@pytest.mark.parametrize("name", ["hashed:", "hashed:abc", "hashed:4", "hashed:100000", "hashed:0384", "hashed:²",
+                                  "hashed:٣٨٤", "hashed:+384"])
 def test_a_hashed_model_without_a_usable_dimension_is_refused_clearly(name):
     with pytest.raises(ConfigError, match="hashed:<dimension>"):
         embedder_for(Settings(embed_model=name))

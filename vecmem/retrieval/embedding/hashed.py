@@ -43,9 +43,11 @@ class HashedEmbedder:
         """The embedder a name such as ``hashed:384`` names; a clear ConfigError for anything else after the
         prefix."""
         given = model.strip()[len(HASHED_PREFIX):]
-        if not given.isdigit():
+        # ASCII digits only ("²" is a digit to str.isdigit, not to int), written as the store will record it:
+        # "hashed:0384" would name the model one way in the settings and another in the store
+        if not (given.isascii() and given.isdecimal()) or given != str(int(given)):
             raise ConfigError(f"VECMEM_EMBED_MODEL={HASHED_PREFIX}<dimension>: the dimension must be a whole "
-                              f"number (such as {HASHED_PREFIX}384), got {model!r}")
+                              f"number written plainly (such as {HASHED_PREFIX}384), got {model!r}")
         return cls(int(given))
 
     @property
