@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import vecmem.storage.state.changes as changes_module
+from tests.conftest import FakeEmbedder
 from vecmem.errors import StoreError
 from vecmem.storage.chroma import batch as chroma_batch
 from vecmem.storage.chroma.repair import torn
@@ -169,3 +170,21 @@ def test_a_call_that_met_a_segment_another_thread_already_rebuilt_runs_again(mak
 
     monkeypatch.setattr(store, "refresh", torn_once)
     assert store.count("default") == 1
+
+
+@pytest.mark.chroma
+def test_a_bank_of_another_model_settles_what_a_kill_left_but_stores_no_vectors_of_its_own(make_bank, caplog):
+    bank = make_bank()
+    bank.add("the user keeps bees", memory_id="bee")
+    _killed_mid_write(bank._changes, "default", ["bee"])
+    fact = bank._store._typed("default", ["fact"])["fact"]
+    record = bank._store.get("default", ["bee"])["bee"]
+    fact.update(ids=["bee"], metadatas=[{**to_metadata(record), "keywords": "stale"}])  # a repair would rewrite it
+    bank.close()
+    with caplog.at_level(logging.WARNING, logger="vecmem"):
+        other = make_bank(embedder=FakeEmbedder(name="another-model"), verify_model=False)
+    assert any("not yet mended" in line for line in caplog.messages)
+    assert other._store.get("default", ["bee"])["bee"].version == record.version  # nothing rewritten
+    other.close()
+    kinds = {finding.kind for finding in make_bank().doctor().findings}
+    assert kinds == {"keyword-index-out-of-step"}  # settled; the repair is left to a bank of the store's model
