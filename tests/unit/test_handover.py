@@ -12,6 +12,7 @@ import pytest
 from vecmem.bank.api import MemoryApi
 from vecmem.errors import StoreError
 from vecmem.interfaces.owner import handover
+from vecmem.interfaces.owner import remote as remote_module
 from vecmem.interfaces.owner.endpoint import OwnerEndpoint
 from vecmem.interfaces.owner.handover import HandoverBank, long_running_bank
 from vecmem.interfaces.owner.remote import OwnerGoneError, RemoteBank
@@ -138,3 +139,16 @@ def test_a_call_sent_again_to_the_next_owner_sends_the_lines_a_generator_gave_th
         report = served.import_jsonl(lines)
         assert served.serving and (report.added, report.errors) == (3, ())
         assert served.count() == 3
+
+
+def test_an_owner_that_closed_its_kept_connection_and_left_never_read_the_call(chat, settings, monkeypatch):
+    """The owner closes the idle connection and exits in the instant after the client found it open: the
+    request meets a reset, the new connection is refused. The call was never read, so it may be sent again."""
+    client = RemoteBank(settings, chat.info)
+    assert client.count() == 0  # the connection is kept alive
+    chat.stop()
+    monkeypatch.setattr(remote_module, "_closed_by_peer", lambda connection: False)
+    with pytest.raises(OwnerGoneError) as gone:
+        client.add("The user likes green tea")
+    assert gone.value.delivered is False
+    client.close()

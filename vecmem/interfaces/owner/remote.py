@@ -106,17 +106,16 @@ class RemoteBank:
         """One request on this thread's connection; once more on a new one if a kept-alive connection was closed
         by the owner (idle) before it read the request. An ``OwnerGoneError`` says whether the request was sent."""
         headers = {"Authorization": f"Bearer {self.owner.secret}", "Content-Type": "application/json"}
-        sent = False
         for attempt in itertools.count():
             try:
                 connection, reused = self._connection()
             except OSError as exc:
-                raise self._gone(exc, delivered=sent) from None
+                # nothing of this pass was sent, and a pass before it ended only where its request was not read
+                raise self._gone(exc, delivered=False) from None
             try:
                 if connection.sock is not None:
                     connection.sock.settimeout(timeout)
-                sent = True  # from the first byte on, the owner may have read it
-                connection.request("POST", "/call", body, headers)
+                connection.request("POST", "/call", body, headers)  # from its first byte the owner may read it
                 response = connection.getresponse()
                 data = response.read()
             except (ConnectionResetError, BrokenPipeError) as exc:  # RemoteDisconnected is a ConnectionResetError
