@@ -116,7 +116,7 @@ def test_a_writer_interrupted_while_it_waits_leaves_the_queue_and_nobody_hangs(m
     def interrupted_write() -> None:
         try:
             grouped([write_of("bob")])
-        except BaseException as exc:  # noqa: BLE001  # the KeyboardInterrupt the writer meets
+        except BaseException as exc:  # the KeyboardInterrupt the writer meets
             raised.append(exc)
 
     waiter = threading.Thread(target=interrupted_write, name="interrupted")
