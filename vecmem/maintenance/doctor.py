@@ -114,90 +114,124 @@ def _examine_user(
     repair: bool,
     rewrite: Callable[[str, list[MemoryRecord]], object],
 ) -> list[Finding]:
-    found: list[Finding] = []
-
-    def report(kind: str, ids: list[str], detail: str, repairable: bool, mend: Callable[[], object] | None) -> None:
-        repaired = False
-        if repair and repairable and mend is not None:
-            mend()
-            repaired = True
-        found.append(Finding(kind, user, tuple(sorted(ids)), detail, repairable, repaired))
-
+    exam = _UserExam(store, user, repair, rewrite)
     if stored_model is not None:
-        for memory_type, model in store.collection_models(user).items():
-            if model[0] != stored_model[0]:
-                report("model-mismatch", [], f"the {memory_type} collection records '{model[0]}', the store "
-                       f"'{stored_model[0]}': run `vecmem reindex`", False, None)
-
-    copies: dict[str, list[tuple[str, MemoryRecord, list[str] | None]]] = {}
-    unreadable: list[str] = []
-    for collection_type, memory_id, document, metadata in store.raw_rows(user):
-        try:
-            record = from_row(memory_id, document, metadata)
-        except StoreError:
-            unreadable.append(memory_id)
-            continue
-        keywords = (metadata or {}).get("keywords")
-        tokens = None if keywords is None else keywords.split()
-        copies.setdefault(memory_id, []).append((collection_type, record, tokens))
-    if unreadable:
-        report("unreadable-rows", unreadable, f"{len(unreadable)} rows cannot be read; export what can be read "
-               "and import it into a fresh store", False, None)
-
-    records: dict[str, MemoryRecord] = {}
-    duplicated: list[str] = []
-    misplaced: list[tuple[str, str]] = []  # (id, collection it sits in)
-    for memory_id, placed in copies.items():
-        # every write raises a memory's version, so the copy a half-done type change or edit left behind is the
-        # lower one; created_at (equal across an edit) and the copy's own collection only break ties
-        newest = max(placed, key=lambda item: (item[1].version, item[1].created_at, item[0] == item[1].type))
-        records[memory_id] = newest[1]
-        if len(placed) > 1:
-            duplicated.append(memory_id)
-        misplaced.extend((memory_id, where) for where, record, _ in placed if where != record.type or
-                         (len(placed) > 1 and record is not newest[1]))
+        exam.models(stored_model[0])
+    copies = exam.read_copies()
+    records = exam.keep_one_copy(copies)
     for record in records.values():
         counts[record.type] += 1
-    if duplicated or misplaced:
-        ids = sorted({memory_id for memory_id, _ in misplaced} | set(duplicated))
-
-        # the write path puts a memory in its type's collection and deletes it from every other one
-        report("misplaced-copies", ids, f"{len(ids)} memories are stored twice or outside their type's "
-               "collection (the newest copy is kept, in its type's collection)", True,
-               lambda: rewrite(user, [records[memory_id] for memory_id in ids]))
-
-    dangling = [r.id for r in records.values() if r.superseded_by and r.superseded_by not in records]
-    if dangling:
-        report("dangling-superseded-by", dangling, f"{len(dangling)} memories are superseded by memories that "
-               "no longer exist (they become live again, as `restore` would make them)", True,
-               lambda: store.update_metadata(user, [records[i].with_changes(superseded_by=None) for i in dangling]))
-
-    cycles = supersession_cycles(records)
-    if cycles:
-        heads = [max(cycle, key=lambda i: (records[i].created_at, i)) for cycle in cycles]
-        report("supersession-cycle", [i for cycle in cycles for i in cycle], f"{len(cycles)} supersession "
-               "cycles (each broken at its newest memory, which becomes live)", True,
-               lambda: store.update_metadata(user, [records[i].with_changes(superseded_by=None) for i in heads]))
-
-    stale_tokens = [memory_id for memory_id, placed in copies.items() if memory_id in records and
-                    _tokens_of(placed, records[memory_id]) != memory_tokens(records[memory_id])]
-    if stale_tokens:
-        report("keyword-index-out-of-step", stale_tokens, f"{len(stale_tokens)} memories have keyword tokens "
-               "missing or not matching their text (rewritten from the memory)", True,
-               lambda: rewrite(user, [records[i] for i in stale_tokens]))
-
-    gone = sorted(set(access.lookup_all(user)) - set(records))
-    if gone:
-        report("stale-access-statistics", gone, f"access statistics of {len(gone)} memories that no longer "
-               "exist (deleted)", True, lambda: access.forget(user, gone))
-
+    exam.dangling_supersessions(records)
+    exam.supersession_cycles(records)
+    exam.keyword_tokens(copies, records)
+    exam.access_statistics(access, records)
     if changes is not None:
-        unsettled = changes.unsettled(user, changes.head(), others_only=True)  # this process's are in flight
+        exam.unfinished_writes(changes)
+    return exam.found
+
+
+_Copies = dict[str, list[tuple[str, MemoryRecord, list[str] | None]]]  # id -> (collection, record, its tokens)
+
+
+class _UserExam:
+    """The doctor's checks of one user, each reporting what it finds (and mending it when asked to)."""
+
+    def __init__(self, store: MemoryStore, user: str, repair: bool,
+                 rewrite: Callable[[str, list[MemoryRecord]], object]) -> None:
+        self.store, self.user, self.repair, self._rewrite = store, user, repair, rewrite
+        self.found: list[Finding] = []
+
+    def rewrite(self, records: list[MemoryRecord]) -> object:
+        """Store records with fresh vectors and keyword tokens (the bank's write path)."""
+        return self._rewrite(self.user, records)
+
+    def report(self, kind: str, ids: Iterable[str], detail: str, mend: Callable[[], object] | None) -> None:
+        """One finding; ``mend`` is its repair (None: not repairable), run when the doctor repairs."""
+        repaired = False
+        if self.repair and mend is not None:
+            mend()
+            repaired = True
+        self.found.append(Finding(kind, self.user, tuple(sorted(ids)), detail, mend is not None, repaired))
+
+    def models(self, stored_model: str) -> None:
+        for memory_type, model in self.store.collection_models(self.user).items():
+            if model[0] != stored_model:
+                self.report("model-mismatch", [], f"the {memory_type} collection records '{model[0]}', the store "
+                            f"'{stored_model}': run `vecmem reindex`", None)
+
+    def read_copies(self) -> _Copies:
+        """Every stored row of the user by memory id; rows that cannot be read are reported."""
+        copies: _Copies = {}
+        unreadable: list[str] = []
+        for collection_type, memory_id, document, metadata in self.store.raw_rows(self.user):
+            try:
+                record = from_row(memory_id, document, metadata)
+            except StoreError:
+                unreadable.append(memory_id)
+                continue
+            keywords = (metadata or {}).get("keywords")
+            copies.setdefault(memory_id, []).append((collection_type, record,
+                                                     None if keywords is None else keywords.split()))
+        if unreadable:
+            self.report("unreadable-rows", unreadable, f"{len(unreadable)} rows cannot be read; export what can be "
+                        "read and import it into a fresh store", None)
+        return copies
+
+    def keep_one_copy(self, copies: _Copies) -> dict[str, MemoryRecord]:
+        """Each memory's copy to keep; memories stored twice or outside their type's collection are reported."""
+        records: dict[str, MemoryRecord] = {}
+        misplaced: set[str] = set()
+        for memory_id, placed in copies.items():
+            # every write raises a memory's version, so the copy a half-done type change or edit left behind is
+            # the lower one; created_at (equal across an edit) and the copy's own collection only break ties
+            newest = max(placed, key=lambda item: (item[1].version, item[1].created_at, item[0] == item[1].type))
+            records[memory_id] = newest[1]
+            if len(placed) > 1 or newest[0] != newest[1].type:
+                misplaced.add(memory_id)
+        if misplaced:
+            # the write path puts a memory in its type's collection and deletes it from every other one
+            self.report("misplaced-copies", misplaced, f"{len(misplaced)} memories are stored twice or outside "
+                        "their type's collection (the newest copy is kept, in its type's collection)",
+                        lambda: self.rewrite([records[memory_id] for memory_id in sorted(misplaced)]))
+        return records
+
+    def dangling_supersessions(self, records: dict[str, MemoryRecord]) -> None:
+        dangling = [r.id for r in records.values() if r.superseded_by and r.superseded_by not in records]
+        if dangling:
+            self.report("dangling-superseded-by", dangling, f"{len(dangling)} memories are superseded by memories "
+                        "that no longer exist (they become live again, as `restore` would make them)",
+                        lambda: self.store.update_metadata(
+                            self.user, [records[i].with_changes(superseded_by=None) for i in dangling]))
+
+    def supersession_cycles(self, records: dict[str, MemoryRecord]) -> None:
+        cycles = supersession_cycles(records)
+        if cycles:
+            heads = [max(cycle, key=lambda i: (records[i].created_at, i)) for cycle in cycles]
+            self.report("supersession-cycle", [i for cycle in cycles for i in cycle], f"{len(cycles)} supersession "
+                        "cycles (each broken at its newest memory, which becomes live)",
+                        lambda: self.store.update_metadata(
+                            self.user, [records[i].with_changes(superseded_by=None) for i in heads]))
+
+    def keyword_tokens(self, copies: _Copies, records: dict[str, MemoryRecord]) -> None:
+        stale = [memory_id for memory_id, placed in copies.items()
+                 if _tokens_of(placed, records[memory_id]) != memory_tokens(records[memory_id])]
+        if stale:
+            self.report("keyword-index-out-of-step", stale, f"{len(stale)} memories have keyword tokens missing or "
+                        "not matching their text (rewritten from the memory)",
+                        lambda: self.rewrite([records[i] for i in stale]))
+
+    def access_statistics(self, access: AccessStats, records: dict[str, MemoryRecord]) -> None:
+        gone = sorted(set(access.lookup_all(self.user)) - set(records))
+        if gone:
+            self.report("stale-access-statistics", gone, f"access statistics of {len(gone)} memories that no "
+                        "longer exist (deleted)", lambda: access.forget(self.user, gone))
+
+    def unfinished_writes(self, changes: ChangeFeed) -> None:
+        unsettled = changes.unsettled(self.user, changes.head(), others_only=True)  # this process's are in flight
         if unsettled:
-            report("unfinished-writes", list(unsettled), f"{sum(unsettled.values())} writes began and never ended "
-                   "(a process killed mid-write); what the store holds is kept and marked settled", True,
-                   lambda: changes.settle(user, unsettled))
-    return found
+            self.report("unfinished-writes", unsettled, f"{sum(unsettled.values())} writes began and never ended "
+                        "(a process killed mid-write); what the store holds is kept and marked settled",
+                        lambda: changes.settle(self.user, unsettled))
 
 
 def _tokens_of(placed: list[tuple[str, MemoryRecord, list[str] | None]], record: MemoryRecord) -> list[str] | None:
