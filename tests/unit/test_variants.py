@@ -7,6 +7,7 @@ import pytest
 from vecmem import RankWeights
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex
+from vecmem.retrieval.query.parsed import parse_query
 from vecmem.retrieval.query.tokenize import memory_tokens, terms
 from vecmem.retrieval.query.variants import VARIANT_WEIGHT, distance, edit_distance, spelling_variants, variants_of
 
@@ -77,29 +78,26 @@ def test_chinese_digits_and_short_words_are_left_alone():
     snapshot = _index(["用户住在杭州市西湖区", "order 20231 shipped", "the cart is red"]).snapshot()
     assert variants_of(snapshot, "20232", "20232") == []  # one edit from 20231, but digits are never guessed at
     assert variants_of(snapshot, "Cart", "cart") == []  # four letters: too many neighbours
-    worded = [terms("Where is 杭洲 西胡区 20232")]
-    assert [token for _, token in worded[0]]  # Chinese tokens the index lacks
-    assert spelling_variants(snapshot, worded, [([t for _, t in worded[0]], 1.0)]).parts == ()
+    query = parse_query("Where is 杭洲 西胡区 20232")
+    assert [token for _, token in query.terms[0]]  # Chinese tokens the index lacks
+    assert spelling_variants(snapshot, query).parts == ()
 
 
 def test_only_words_written_as_names_are_widened():
     snapshot = _index(["Mohammed fixed the bike", "The bike shop opens at nine"]).snapshot()
     for query, widened in [("Who is Muhammad", True), ("who is muhammad", False), ("Muhammad fixed it", False)]:
-        worded = [terms(query)]
-        found = spelling_variants(snapshot, worded, [([t for _, t in worded[0]], 1.0)])
+        found = spelling_variants(snapshot, parse_query(query))
         assert bool(found.parts) == widened, query
 
 
 def test_an_exact_match_outranks_a_variant_match():
     index = _index(["Mohammed fixed the bike", "Muhammad fixed the bike", "The weather was cold"])
     snapshot = index.snapshot()
-    worded = [terms("Who is Muhammad")]
-    parts = [([token for _, token in worded[0]], 1.0)]
-    variants = spelling_variants(snapshot, worded, parts)
+    variants = spelling_variants(snapshot, parse_query("Who is Muhammad"))
     assert variants.parts == ()  # the index holds "muhammad": no variants
-    worded = [terms("Who is Muhamad")]  # a spelling neither memory has: both are variants, one edit each
-    parts = [([token for _, token in worded[0]], 1.0)]
-    variants = spelling_variants(snapshot, worded, parts)
+    query = parse_query("Who is Muhamad")  # a spelling neither memory has: both are variants, one edit each
+    parts = query.keyword_parts
+    variants = spelling_variants(snapshot, query)
     assert variants.parts and all(weight == VARIANT_WEIGHT for _, weight in variants.parts)
     found = snapshot.search(parts, snapshot.view(MemoryFilter()), 3, variants.parts)
     assert {memory_id for memory_id, _ in found.top} == {"m0", "m1"}
@@ -130,3 +128,11 @@ def test_muhammad_finds_the_memory_that_says_mohammed(make_bank, settings, mode)
     assert found.keyword == 1.0 and "Muhammad" in found.matched_terms
     if mode == "keyword":
         assert hits[0].id == target.id
+
+
+def test_a_parsed_query_names_the_words_it_writes_as_names_in_each_part():
+    assert [written for written, _ in parse_query("Did Caroline meet Mel in Paris?").names[0]] == [
+        "Caroline", "Mel", "Paris"]
+    assert parse_query("Paris is lovely").names == ((),)  # a sentence's first word is capitalised anyway
+    dialogue = parse_query("Caroline: I met Mel today\nMel: Hi Caroline!")
+    assert [[written for written, _ in part] for part in dialogue.names] == [["Mel"], ["Caroline"]]

@@ -223,7 +223,7 @@ class Retriever:
         stored: dict[str, np.ndarray] | None = None
         if mode != "dense":
             asked_parts = query.keyword_parts
-            variants = spelling_variants(snapshot.index, query.terms, asked_parts)  # words the index lacks (variants.py)
+            variants = spelling_variants(snapshot.index, query)  # names the index lacks (variants.py)
             keyword = snapshot.index.search(asked_parts, view, wanted, variants.parts)
             top = [memory_id for memory_id, _ in keyword.top]
             if held is not None and held.complete:

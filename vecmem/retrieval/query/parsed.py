@@ -35,7 +35,7 @@ class ParsedQuery:
     """One query as every side of a search reads it.
 
     ``utterances``: a dialogue's lines (tokenize.split_dialogue), or None for a plain query. ``terms``: the terms of
-    each part, every word in its place (a name's place tells it from a sentence's first word: variants.py): the
+    each part, every word in its place (a name's place tells it from a sentence's first word: ``names``): the
     query whole, or each utterance. ``questions``: the parts of a question that asks several things
     (question.py), each parsed as a query of its own, or None."""
 
@@ -56,6 +56,13 @@ class ParsedQuery:
         weights = recency_weights(len(self.terms), DIALOGUE_KEYWORD_DECAY)
         return [([token for _, token in asks_about(part)], float(weight))
                 for part, weight in zip(self.terms, weights, strict=True)]
+
+    @functools.cached_property
+    def names(self) -> tuple[tuple[Term, ...], ...]:
+        """Per part, the words the query writes as names: capitalised where a sentence would not capitalise them
+        (not a part's first word). A name the index lacks is matched against its near spellings (variants.py)."""
+        return tuple(tuple(term for position, term in enumerate(part) if position > 0 and term[0][:1].isupper())
+                     for part in self.terms)
 
     @property
     def asked_terms(self) -> list[Term]:

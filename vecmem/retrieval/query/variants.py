@@ -39,12 +39,13 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vecmem.retrieval.index.keyword import IndexSnapshot
+    from vecmem.retrieval.query.parsed import ParsedQuery
 
 __all__ = ["MAX_VARIANTS", "MIN_LETTERS", "NO_VARIANTS", "VARIANT_WEIGHT", "Variants", "edit_distance",
            "spelling_variants", "variants_of"]
@@ -217,18 +218,15 @@ def variants_of(snapshot: IndexSnapshot, written: str, stem: str, *, named: bool
     return [token for _, token in ranked[:MAX_VARIANTS]]
 
 
-def spelling_variants(snapshot: IndexSnapshot, worded: Sequence[Sequence[tuple[str, str]]],
-                      parts: Sequence[tuple[Sequence[str], float]]) -> Variants:
-    """The variant parts of a query: for each query part (``worded``: its (written, token) terms, ``parts``: the
-    keyword side's (tokens, weight) of the same parts), the variants of its words the index lacks, in one part
-    weighing VARIANT_WEIGHT times the part's weight."""
+def spelling_variants(snapshot: IndexSnapshot, query: ParsedQuery) -> Variants:
+    """The variant parts of a query: for each of its parts, the variants of the words it writes as names
+    (``ParsedQuery.names``) that the index lacks, in one part weighing VARIANT_WEIGHT times the part's weight on
+    the keyword side."""
     found_parts: list[tuple[tuple[str, ...], float]] = []
     terms: list[tuple[str, str]] = []
-    for words, (_, weight) in zip(worded, parts, strict=True):
+    for names, (_, weight) in zip(query.names, query.keyword_parts, strict=True):
         tokens: list[str] = []
-        for position, (written, stem) in enumerate(words):
-            if position == 0 or not written[:1].isupper():  # only a word the query writes as a name
-                continue
+        for written, stem in names:
             for variant in variants_of(snapshot, written, stem):
                 tokens.append(variant)
                 terms.append((written, variant))
