@@ -366,9 +366,9 @@ class MemoryBank:
         self._retriever.hold_vectors(self._user(user_id))
 
     def close(self) -> None:
-        """Let go of what the bank holds, newest first: the retriever (vector loaders, users' copies of 100 MB and
-        more), access statistics, store, change feed, store lock (another process may open the store then); each
-        even when an earlier one failed. Writes are durable already: this is tidiness."""
+        """Let go of what the bank holds, newest first: the retriever (vector loaders, users' copies, a big user's
+        hundreds of megabytes), access statistics, store, change feed, store lock (another process may open the
+        store then); each even when an earlier one failed. Writes are durable already: this is tidiness."""
         self._release.close()
 
     def __enter__(self) -> MemoryBank:

@@ -6,19 +6,20 @@ Each side is first put on one scale per query, from what chance gives (0) to the
 * **dense**: how far each cosine stands above chance, in spreads, over the best candidate's, clamped to [0, 1]:
   chance is the query's mean cosine (and its spread) with the relevance cohort *in the memory's language*
   (statements about unrelated things, relevance.py): what an unrelated memory in that language scores for this
-  query and this model. A raw cosine cannot serve: all-MiniLM-L6-v2 gives every Chinese text 0.65 to 0.8, and
-  multilingual-e5-small's cosines within a language run higher than across the two, so a Chinese question's
-  English answer would lose to any Chinese memory. Where the model does not know a translation from an unrelated
-  statement (calibration.py: all-MiniLM-L6-v2 across zh and en), a memory in the other language gets no dense
-  evidence at all;
+  query and this model. A raw cosine cannot serve: all-MiniLM-L6-v2 gives every Chinese text much the same high
+  cosine, and multilingual-e5-small's cosines within a language run higher than across the two, so a Chinese
+  question's English answer would lose to any Chinese memory. Where the model does not know a translation from an
+  unrelated statement (calibration.py: all-MiniLM-L6-v2 across zh and en), a memory in the other language gets
+  no dense evidence at all;
 * **keyword**: BM25 divided by the query's best visible score (a memory sharing no term scores 0 already).
 
 Each side then weighs as much as it is *informative* for this query, so an empty or flat side adds nothing:
 
 * the dense side by how far its best cosine stands above chance, in the cohort's standard deviations ``z``:
-  nothing at ``z <= 1``, fully from ``z >= 3`` (one-sided p of about 0.16 and 0.001), linear between. Measured
-  on the three benchmarks (mean z of the best memory): Chinese MADial-Bench 0.97 (the model carries no signal
-  for Chinese: the side drops out), English MADial-Bench 4.1, LoCoMo 9.3;
+  nothing at ``z <= 1``, fully from ``z >= 3`` (one-sided p of about 0.16 and 0.001), linear between. With
+  all-MiniLM-L6-v2 a Chinese query's best memory stands barely above chance (the model carries no signal for
+  Chinese: the side drops out), an English one's well above (the mean z of each benchmark: docs/benchmarks.md,
+  *Why retrieval is built as it is*);
 * the keyword side by the best match's keyword relevance: its BM25 over the score that is full evidence for the
   query (relevance.keyword_scale), capped at 1; 0 when nothing matched.
 
@@ -33,32 +34,27 @@ language) exactly as in dense mode; two fully informative sides give ``w·dense 
 alone (``dense`` or ``keyword`` mode) gives ``a·side``. A query whose best evidence is weak gives every memory a
 low similarity, and the reranker lets recency and importance decide more there (rank.py), as it should when
 the query says little. Summed without the average (w·a_d·dense + (1 - w)·a_k·keyword), a flat dense side halved
-every Chinese similarity, so that under the default weights the priors reordered the keyword side's matches:
-MADial-Bench zh R@5 48.2 in hybrid mode against 49.5 in keyword mode; averaged as above, 49.5 in both.
+every Chinese similarity, so that under the default weights the priors reordered the keyword side's matches and
+Chinese hybrid search ranked below keyword mode; averaged as above, the two rank alike.
 
-The weight 0.5 was chosen on halves of the dev data: over {0.3 .. 0.7}, 0.4 won on the even queries of LoCoMo
-and MADial-Bench zh/en (held-out odd half, R@5/R@10 similarity-only: LoCoMo 65.8/77.2, zh 51.8/65.8, en
-58.4/69.3) and 0.5 on the odd ones (held-out even half: 66.7/76.8, 53.6/65.7, 58.2/69.3); the two are within a
-third of a point of each other on the half that chose 0.4.
+The weight 0.5 was chosen on halves of the dev data (LoCoMo and MADial-Bench zh/en, similarity-only): over
+{0.3 .. 0.7}, 0.4 won on the even queries and 0.5 on the odd ones, and the two came out about level on the
+held-out halves.
 
 A date the query names ("in May 2023", 去年五月; timeframe.py) is part of what it asks, so it is evidence too,
 not a prior: the similarity is multiplied by ``1 - d + d·closeness`` (``d`` = DATE_SHARE, 0.5), closeness being
 1 for a memory created inside the window and decaying with the days outside it (timewindow.py). A memory that
-matches the words but not the date keeps half its similarity. On LoCoMo (279 of 1,986 questions name a date;
-similarity-only weights) R@5 / R@10 went from 66.4 / 76.8 to 69.0 / 78.9, and any ``d`` from 0.3 to 0.7 gave
-the same within 0.4 point (also adding ``d·closeness`` instead). A query shaped like a conversation names no
-window here: its "today" and 今天 describe the speaker's present, not the memories asked for (on MADial-Bench,
-whose queries are dialogues, reading them cost 0.7 point of R@5).
-It is *not* divided by the weights' sum: a query whose best evidence is weak gives every memory a low
-similarity, and the reranker lets recency and importance decide more there (rank.py), as it should when the
-query says little. The weight 0.5 was chosen on halves of the dev data: over {0.3 .. 0.7}, 0.4 won on the even
-queries of LoCoMo and MADial-Bench zh/en (held-out odd half, R@5/R@10 similarity-only: LoCoMo 65.8/77.2, zh
-51.8/65.8, en 61.1/70.7) and 0.5 on the odd ones (held-out even half: 66.7/76.9, 53.6/65.7, 60.2/69.0); the
-two are within 0.1 point of each other on both halves.
+matches the words but not the date keeps half its similarity. It lifted LoCoMo's recall, whose questions often
+name a date, and any ``d`` from 0.3 to 0.7 (or adding ``d·closeness`` instead) did about as well. A query shaped
+like a conversation names no window here: its "today" and 今天 describe the speaker's present, not the memories
+asked for (reading them cost recall on MADial-Bench, whose queries are dialogues).
 
 The fusion before this one (w·cosine + (1 - w)·keyword relative to the best, w = 0.6) lost to its own dense
-side on English MADial-Bench (56.6 against 56.4 at R@5 but 42 dialogues worse) and let importance and recency
-reorder the keyword side's Chinese matches; docs/benchmarks.md has the figures.
+side on English MADial-Bench in many dialogues and let importance and recency reorder the keyword side's
+Chinese matches.
+
+The measured effect of each of these choices, with all-MiniLM-L6-v2: docs/benchmarks.md, *Why retrieval is built
+as it is*.
 """
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ __all__ = ["DIALOGUE_DENSE_DECAY", "DIALOGUE_KEYWORD_DECAY", "Retriever"]
 
 DIALOGUE_DENSE_DECAY = 0.5  # each earlier utterance of a dialogue-shaped query weighs half as much
 FETCH_SPARES = 3  # records fetched beyond the k wanted: ties, and a catalogue a little behind the store
-PREFETCH_VECTORS_AT_MOST = 64  # keyword candidates whose vectors are read while the query is embedded (3 ms)
+PREFETCH_VECTORS_AT_MOST = 64  # keyword candidates whose vectors are read while the query is embedded (a few ms)
 EXACT_SCAN_AT_MOST = 100_000  # a user's held vectors are scanned exactly up to this many (_dense_candidates)
-MAX_UNFILTERED = 320  # the largest unfiltered over-fetch (5 ms at 100,000 memories) before restricting by id
+MAX_UNFILTERED = 320  # the largest unfiltered over-fetch (a few ms at 100,000 memories) before restricting by id
 
 _Result = TypeVar("_Result")
 
@@ -180,7 +180,7 @@ class Retriever:
         parts: dict[str, tuple[float | None, float | None, float]] = {}
         fetched = 0
         # Fetch the best few by the catalogue's ranking; more only when some turn out hidden or gone (another
-        # process changed them since the catalogue was last checked). Each row read costs 0.1 to 0.2 ms.
+        # process changed them since the catalogue was last checked). Each row read costs a fraction of a ms.
         while len(pairs) < k and fetched < len(ranked):
             chosen = ranked[fetched : fetched + (k - len(pairs)) + FETCH_SPARES]
             fetched += len(chosen)
@@ -216,7 +216,7 @@ class Retriever:
         mode = self.settings.search_mode
         held = snapshot.vectors
         # The query is embedded in another thread while the keyword side runs here and reads the stored vectors
-        # of its candidates (both take a few ms; the embedding 8 ms, mostly outside the GIL).
+        # of its candidates (both take a few ms, the embedding longer, mostly outside the GIL).
         pending = None if mode == "keyword" else self._submit(self._query_vector, query.text, query.utterances)
         keyword: KeywordResult | None = None
         variants = NO_VARIANTS
@@ -303,11 +303,11 @@ class Retriever:
 
         Exactly, from the vectors this process holds (held.py), when it holds all of a user's and the user has
         at most EXACT_SCAN_AT_MOST memories: an HNSW index answers approximately (on a 9,000-turn benchmark its
-        top 10 differed from the exact one in 21 of 706 questions), and a scan of 100,000 held vectors costs
-        about as much as a Chroma query (3.8 ms). Otherwise from the store, as follows.
+        top 10 differed from the exact one for some questions), and a scan of 100,000 held vectors costs about as
+        much as a Chroma query. Otherwise from the store, as follows.
 
-        Chroma's where-filter costs 140 to 300 ms at 100,000 memories. Instead only the collections of the
-        filter's types are searched, and within them, when the filter lets most memories through, Chroma is
+        Chroma's where-filter is slow at 100,000 memories, many times a plain query. Instead only the collections
+        of the filter's types are searched, and within them, when the filter lets most memories through, Chroma is
         asked unfiltered for enough neighbours that ``wanted`` should pass (a few ms); when it lets few
         through, or too few passed, the search is restricted to the visible ids the keyword index knows
         (the store picks between reading their vectors, exact, and a restricted HNSW search, which finds what

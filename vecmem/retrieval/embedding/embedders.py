@@ -14,7 +14,7 @@ store without a model's cost. The default path imports neither torch nor sentenc
 **sentence-transformers models.** Queries and documents are encoded by separate calls so models with asymmetric
 prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
 Backend (``VECMEM_EMBED_BACKEND``): ``onnx`` (the default, on CPU) runs the model with ONNX Runtime: the same
-vectors (within 2e-7) as torch and a single query about twice as fast on two cores. Its threads do not
+vectors as torch, within rounding, and a single query faster. Its threads do not
 spin-wait between runs (see ``onnx_runtime.session_options``). The model is exported once, through
 sentence-transformers, into ``VECMEM_MODEL_CACHE`` (default ``~/.cache/vecmem``) and loaded from there
 afterwards, by every store. A plain pipeline (Transformer, mean Pooling, Normalize: all-MiniLM-L6-v2's) is then

@@ -1,5 +1,5 @@
 """The fast start of the ONNX backend: an exported sentence-transformers model run with ONNX Runtime and the Rust
-``tokenizers`` library alone, without importing torch, transformers or sentence_transformers (about 5 s of a new
+``tokenizers`` library alone, without importing torch, transformers or sentence_transformers (seconds of a new
 process's first search).
 
 It reproduces what sentence-transformers does for a plain pipeline (Transformer, mean Pooling, optionally
@@ -57,8 +57,8 @@ class PipelineSpec:
 
 def session_options() -> Any:
     """ONNX Runtime without spin-waiting: by default its threads keep spinning after each run, taking the
-    cores that Chroma's search and write threads need next (measured at 100,000 memories: a search with its
-    query embedding took 4 ms longer than the two parts apart, and ingest ran slower). The intra-op thread
+    cores that Chroma's search and write threads need next (at 100,000 memories a search with its query
+    embedding took longer than the two parts apart, and ingest ran slower). The intra-op thread
     count stays ONNX Runtime's default (one per physical core), on this path and through sentence-transformers."""
     import onnxruntime
 

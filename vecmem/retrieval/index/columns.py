@@ -1,7 +1,7 @@
 """Compact columns a replica loaded from its file (persisted.py) keeps, each entry decoded when it is read.
 
-Turning 100,000 memories' tokens into tuples of strings costs about a second on a 2-core machine, and their
-records more: most of what loading the file instead of reading the store saves. A search reads the tokens of
+Turning 100,000 memories' tokens into tuples of strings takes a noticeable time, and their records more: most
+of what loading the file instead of reading the store saves. A search reads the tokens of
 the few memories written since the last merge and the records of the ten or so it returns, so a loaded replica
 keeps both as the file holds them (one string with offsets, token numbers into one word list) and decodes an
 entry when it is asked for. Everything here is checked when it is built (``check_offsets``): a damaged file
@@ -106,7 +106,7 @@ class TokenTable:
 
 class WordCounts(Mapping[str, int]):
     """A loaded BM25 model's document frequencies by word, read through the model's own word numbers (a dict of
-    its own would cost 0.1 s to build at 100,000 memories, for the few words of each query)."""
+    its own would take a noticeable time to build at 100,000 memories, for the few words of each query)."""
 
     def __init__(self, number: Mapping[str, int], counts: np.ndarray) -> None:
         self._number, self.counts = number, counts  # counts: per word number, 0 for a word no document has
@@ -127,7 +127,7 @@ class WordCounts(Mapping[str, int]):
 class LoadedBM25:
     """A saved BM25 model: bm25s's own arrays (one column of document scores per word) scored with bm25s's own
     arithmetic (its numpy backend: float32, words in query order), so a loaded index ranks exactly as the built
-    one did, without importing bm25s (and scipy with it: 0.5 s of a new process)."""
+    one did, without importing bm25s (and scipy with it: a noticeable part of a new process's start)."""
 
     def __init__(self, vocab: Sequence[str], data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
                  num_docs: int) -> None:

@@ -1,12 +1,12 @@
 """One user's stored embeddings held in memory, so a search needs no Chroma read for its keyword candidates.
 
 A search compares the query with the vectors of the keyword side's candidates that the dense side did not
-find. Reading them from Chroma costs 2 to 5 ms a search at 100,000 memories (one read per type collection, on
-cores the query embedding needs at the same moment); from memory, microseconds. Measured with the bench's
-queries at 100,000 memories: search p50 20.3 -> 18.3 ms, p95 25.3 -> 23.0 ms (same run, same machine state).
+find. Reading them from Chroma costs a few ms a search at 100,000 memories (one read per type collection, on
+cores the query embedding needs at the same moment); from memory, microseconds, and a search is shorter by
+about the read it saves (the figures: docs/benchmarks.md, *Why retrieval is built as it is*).
 
 Long-running processes ask for them (``MemoryBank.warm_up``: the chat, the bench); a one-off command does not.
-They are loaded in a background thread (7 s at 100,000 memories), only on a store with a change feed (which
+They are loaded in a background thread (seconds at 100,000 memories), only on a store with a change feed (which
 keeps them exact) and only for users whose vectors fit ``HOLD_AT_MOST_BYTES`` (154 MB is 100,000 memories of
 384 dimensions). Until loaded, or for a bigger user, the missing ones are read from Chroma as before. The
 retriever keeps them in step like the rest of the copy: its own writes put theirs, what another bank changed
@@ -115,8 +115,8 @@ class HeldVectors:
 
     def nearest(self, query: np.ndarray, wanted: int, keep: Callable[[str], bool]) -> dict[str, float]:
         """The ``wanted`` held vectors nearest the query that ``keep`` lets through, exactly, as {id: cosine}
-        best first: one matrix-vector product over every held row (0.6 ms at 20,000 memories, 3.8 ms at 100,000
-        on two loaded cores), then the best rows in order until enough pass."""
+        best first: one matrix-vector product over every held row (a few ms at 100,000 memories), then the best
+        rows in order until enough pass."""
         query = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         query = query / norm if norm > 0 else query

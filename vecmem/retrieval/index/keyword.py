@@ -6,7 +6,7 @@ memory (scope, type, superseded, the reranker's fields) so keyword candidates pa
 filter as the dense side, and candidates are ranked before any record is fetched.
 
 Threads: a search reads one ``IndexSnapshot``, never the index itself. Writers edit the index under its lock;
-the first edit after a snapshot was taken copies the slot map and the per-slot arrays (2 to 3 ms at 100,000
+the first edit after a snapshot was taken copies the slot map and the per-slot arrays (a few ms at 100,000
 memories, once per edit call, so once per batch), so a snapshot never changes under a search in progress. The
 slot -> id and slot -> tokens lists are only appended to between rebuilds, and a snapshot reads only the slots
 it counted; a rebuild makes new ones.
@@ -109,8 +109,8 @@ class IndexSnapshot:
 
     @property
     def id_array(self) -> np.ndarray:
-        """Slot -> id as a numpy object array, to pick visible ids by mask: made only when a search asks (7 ms
-        at 100,000 memories), and shared with later snapshots until memories are added."""
+        """Slot -> id as a numpy object array, to pick visible ids by mask: made only when a search asks (some
+        ms at 100,000 memories), and shared with later snapshots until memories are added."""
         if self._id_array is None:
             self._id_array = self._index._id_array_of(self.generation, self._ids, self.count)
         return self._id_array

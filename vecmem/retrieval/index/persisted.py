@@ -1,12 +1,12 @@
 """Replicas saved beside the store, so a new process serves a big user's first search without reading the store.
 
-Building a replica reads every row of the user from Chroma and indexes it with BM25: 16 to 36 s for 100,000
-memories on a 2-core machine, paid by every new process (each ``vecmem search`` from the shell). So a replica of
+Building a replica reads every row of the user from Chroma and indexes it with BM25: tens of seconds for
+100,000 memories, paid by every new process (each ``vecmem search`` from the shell). So a replica of
 ``PERSIST_AT_LEAST`` memories or more is saved in ``VECMEM_HOME/replicas`` (folder 0700, files 0600), one file
 per user, and a new process loads it instead (``replica.py`` decides when to save and how a load is brought
-up to date: the change feed says what changed since, and only that is re-read). At 100,000 memories, with
-other work keeping the 2 cores' load average at 4 to 5: loading takes 0.4 to 0.6 s, saving 4 s of a
-background thread, and the file is 45 MB (450 bytes a memory).
+up to date: the change feed says what changed since, and only that is re-read). Loading a file takes a small
+part of a build, saving it seconds of a background thread (the figures, and the file's size: docs/benchmarks.md,
+*Why retrieval is built as it is*).
 
 What a file is trusted for. It records the change feed's row its contents reflect (``seen``) and what it was
 saved from: the format, the embedding model, the store's location and the change feed file itself. A file
@@ -50,7 +50,7 @@ __all__ = ["PERSIST_AT_LEAST", "Capture", "Loaded", "ReplicaFiles"]
 
 log = logging.getLogger(__name__)
 
-PERSIST_AT_LEAST = 1_000  # memories; below this a build takes under 0.2 s and a file would cost more than it saves
+PERSIST_AT_LEAST = 1_000  # memories; below this a build is quick and a file would cost more than it saves
 SPOT_CHECKS = 8  # memories of a loaded replica compared with the store's, as a check it is this store's
 
 

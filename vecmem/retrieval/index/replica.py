@@ -51,8 +51,9 @@ __all__ = ["HOLD_AT_MOST_BYTES", "PERSIST_AT_LEAST", "REREAD_AT_MOST", "HeldReco
 log = logging.getLogger(__name__)
 
 REREAD_AT_MOST = 2_000  # memories changed by others past which the copy is rebuilt instead of patched
-# What a replica costs, estimated for the budget: measured with the bench's memories, the keyword index and the
-# records take about 2.7 KB a memory (rounded up), and a replica's own arrays and BM25 model some kilobytes.
+# What a replica costs, estimated for the budget: the keyword index and the records a memory, as measured with
+# the bench's memories and rounded up (docs/benchmarks.md, *Why retrieval is built as it is*), and a replica's own
+# arrays and BM25 model some kilobytes.
 BYTES_PER_MEMORY = 3_000
 BYTES_PER_REPLICA = 16_384
 # When a file (persisted.py) is written again: a load re-reads what changed since, cheap for a few hundred
@@ -314,7 +315,7 @@ class Replicas:
                 yield record.id, IndexedMemory.of(record, words if words is not None else memory_tokens(record))
 
         collecting = gc.isenabled()
-        gc.disable()  # 100,000 records kept alive set off a dozen full collections: 2.7 s of a 21 s build
+        gc.disable()  # 100,000 records kept alive set off a dozen full collections, a noticeable share of a build
         try:
             index.replace_all(entries())
         finally:

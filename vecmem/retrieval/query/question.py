@@ -57,9 +57,9 @@ _ASKS_ZH = re.compile(r"[？?]\s*$|[吗呢][？?。！!]?\s*$|什么|啥|哪|谁
 # (fusion.py), and a part made of nothing else ("and why?") is no part of its own. Lucene's English stop set, which
 # the tokenizer drops everywhere, is 33 words and lacks "what", "did", "you", "about": "What did Caroline
 # research?" matched every memory saying "what" or "did". Memories keep them ("what a day" is a memory's words),
-# so no stored token changes. On LoCoMo (similarity-only, R@5 / R@10): the question words alone took keyword
-# 62.4 / 73.1 -> 66.1 / 76.0 and hybrid 69.3 / 78.6 -> 69.9 / 79.1; the whole list 67.5 / 77.3 and 70.4 / 79.8.
-# MADial-Bench en hybrid 58.9 / 71.4 -> 59.3 / 71.3, zh unchanged.
+# so no stored token changes. Leaving them out of queries lifted LoCoMo's keyword and hybrid recall, the whole
+# list more than the question words alone (its measured effect: docs/benchmarks.md, *Why retrieval is built as
+# it is*).
 QUERY_STOPWORDS = frozenset((
     "a about above after again against ain all am an and any are aren aren't as at be because been "
     "before being below between both but by can couldn couldn't d did didn didn't do does doesn doesn't "

@@ -11,11 +11,11 @@ name's token) instead of the name's own token: the turn still counts its words (
 but a question naming Caroline no longer matches the turns that merely speak to her. Names mentioned in the third
 person ("I told Caroline about it") are not set off this way and still count.
 
-Measured on LoCoMo (similarity-only weights, R@5 / R@10, with the name variants of variants.py in both runs):
-keyword 61.8 / 72.4 -> 62.4 / 73.1, hybrid 66.6 / 77.1 -> 66.8 / 76.7. Every category gains but the adversarial
-one (keyword 74.8 / 85.9 -> 72.0 / 84.5, hybrid 70.1 / 84.9 -> 68.6 / 82.6), whose questions name the wrong
-speaker on purpose ("What did Melanie research?" of Caroline's turn): the turns a misattributed question finds
-are those addressed to the person it names. MADial-Bench memories are no dialogue turns: unchanged.
+On LoCoMo this lifts keyword recall and leaves hybrid recall about level. Every category gains but the
+adversarial one, whose questions name the wrong speaker on purpose ("What did Melanie research?" of Caroline's
+turn): the turns a misattributed question finds are those addressed to the person it names. MADial-Bench
+memories are no dialogue turns: unchanged. (Its measured effect: docs/benchmarks.md, *Why retrieval is built as
+it is*.)
 """
 
 from __future__ import annotations

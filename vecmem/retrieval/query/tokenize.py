@@ -5,12 +5,12 @@
 * Chinese: jieba words (stopwords and particles removed) plus character bigrams: every bigram inside a word,
   and the bigram across two neighbouring words when neither is a stopword. Bigrams catch a word jieba segments
   differently in the query and in the memory (杭州市 / 杭州, 西湖区 / 西湖 区) or a name it leaves as single
-  characters; on MADial-Bench zh they lift R@5 from 0.43 (jieba words) to 0.53. A bigram that reaches into a
+  characters, and lift Chinese keyword recall well above jieba's words alone. A bigram that reaches into a
   stopword is an accident of adjacency, not a word: 写一 (写|一个) and 我写 (我|写) in "帮我写一个 sleep 函数"
-  ranked a memory that says "写一个前端" first. Measured on MADial-Bench zh (R@5 / R@10), bigrams of whole runs
-  (the rule before): keyword 53.2 / 65.8, hybrid 52.2 / 62.3; this rule: 52.7 / 65.7 and 52.4 / 63.0; bigrams
-  inside words only: 53.0 / 66.6 and 52.5 / 62.5 (but no bigram for the characters of an unknown name). A bigram
-  that is itself a stopword (一个, 什么, 我们) names no topic and is no token either.
+  ranked a memory that says "写一个前端" first. On MADial-Bench zh this rule recalls about as well as bigrams of
+  whole runs (the rule before) and as bigrams inside words only, which give the characters of an unknown name no
+  bigram (the figures: docs/benchmarks.md, *Why retrieval is built as it is*). A bigram that is itself a
+  stopword (一个, 什么, 我们) names no topic and is no token either.
 
 Which characters are Chinese is ``vecmem/text.py``'s one definition, shared with the memory hit rate, the
 offline rules and the summaries, so a query, a memory and an answer are split alike.
@@ -77,7 +77,7 @@ def _jieba() -> object:
 
 
 def warm_up() -> None:
-    """Load what tokenizing needs (jieba's dictionary takes about 0.7 s) before the first query needs it."""
+    """Load what tokenizing needs (jieba's dictionary takes most of a second) before the first query needs it."""
     _stemmer()
     _jieba().lcut("预热")  # type: ignore[attr-defined]
 

@@ -8,7 +8,8 @@ whose token no memory holds (document frequency 0 in the BM25 model and absent f
 holds is never widened: the user wrote it that way somewhere. Lower-case words (typos of common words) are left
 alone: tried on MADial-Bench en (83 memories, so most query words are absent), one-edit neighbours of absent
 common words were nearly all other words (wonder -> wander, attention -> attend, protect -> project, particularly
--> parti, 36 joins in 76 queries, none a typo); under the name rule, 2.
+-> parti; none a typo), where the name rule joins very few (the counts: docs/benchmarks.md, *Why retrieval is
+built as it is*).
 
 Which variants, against the index's Snowball stems (which cut names unevenly: "mohammed" -> "moham", "muhammad"
 -> "muhammad"): tokens of ASCII letters beginning with the same letter, and either within one restricted
@@ -29,9 +30,9 @@ per word, nearest first.
 Finding them: the vocabulary is keyed by the first ``KEY_LETTERS`` letters of each token and every string one
 deletion from them (SymSpell's deletion neighbourhood): two words within one edit in their first letters share a
 key, and only the few tokens sharing a key are compared in full. The keys are built lazily, once per index
-generation (the BM25 model's vocabulary, on the first query with a name the index lacks; 23 ms at 5,000 LoCoMo
-memories) and extended with the delta's tokens as memories are added; a query whose names the index all holds
-costs a few dictionary lookups.
+generation (the BM25 model's vocabulary, on the first query with a name the index lacks; tens of milliseconds
+for a few thousand memories) and extended with the delta's tokens as memories are added; a query whose names
+the index all holds costs a few dictionary lookups.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Writes to a Chroma store, one user's or many users' at once, in as few Chroma calls as the layout allows.
 
-Every Chroma write costs about 30 ms however few rows it carries (embedded chromadb 1.5 on this 2-core
-machine: it commits its log each time), so what an import of many small users costs is the number of calls,
-not of rows. A batch of 256 memories of 256 different users took some 1,300 calls one user at a time (the
-registry row, the model record, an existence check, the upsert, a count, each per user); here it takes one
-registry read and one write for the new users, and one upsert per shared collection the batch touches (8 at
-most), whatever the number of users. A user of their own collections is written one type collection at a time
-as before.
+Every Chroma write costs tens of milliseconds however few rows it carries (embedded chromadb commits its log each
+time), so what an import of many small users costs is the number of calls, not of rows. A batch of 256 memories of
+256 different users took some 1,300 calls one user at a time (the registry row, the model record, an existence
+check, the upsert, a count, each per user); here it takes one registry read and one write for the new users, and
+one upsert per shared collection the batch touches (8 at most), whatever the number of users. A user of their own
+collections is written one type collection at a time as before.
 
 Writes are announced on the change feed together (one ``begin`` transaction, one ``end``), and each user's
 size is counted forward afterwards, which moves a user past ``dedicated_at`` into their own collections.

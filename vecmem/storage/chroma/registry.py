@@ -42,17 +42,15 @@ REINDEX_FROM = "vecmem_reindex_from"  # registry metadata: the model a reindex i
 SCHEMA_VERSION = 3  # 1: one collection per user; 2: one per user and type; 3: small users shared
 _ENTRY_PAGE = 500  # registry rows read by one Chroma call
 # The HNSW index of a user's own collections (those of VECMEM_DEDICATED_AT memories or more), which a search
-# walks for max(4k, 20) neighbours. Measured by scripts/bench_ann.py (LoCoMo turns by the default model, past
-# 5,882 synthetic neighbours of them; 300 LoCoMo questions, 40 neighbours each; two loaded cores), recall@10
-# against the exact scan at 20,000 / 50,000 / 100,000 rows: Chroma's defaults (ef_construction 100,
-# max_neighbors 16, ef_search 100) 0.995 / 0.990 / 0.981, and with ef_search 200 0.999 / 0.994 / 0.991 (400:
-# 0.993 at 100,000, where the graph, not the search, is the limit); 100x32 and 200x16 reach 0.990 and 0.992 at
-# 100,000 with ef_search 200. Building with 200x32 gives 0.998 / 0.995 / 0.993 at ef_search 100 and
-# 1.000 / 0.999 / 0.997 (recall@40 0.997) at 200, above the defaults' 0.993 with 400 at 100,000, for about
-# twice the defaults' time to add a row to the index (0.9 ms against 0.5) and 128 more bytes a row; a query
-# costs about the same (p50 0.9-1.2 ms at 50,000-100,000 either way). ef_search 200 rather than 100:
-# it is the least that also brings collections built before (with the defaults, which only ef_search can
-# change, see ``with_dedicated_search``) to 0.99 at 100,000, and costs new ones at most 0.2 ms a query.
+# walks for max(4k, 20) neighbours. Measured against the exact scan by scripts/bench_ann.py (the figures:
+# docs/benchmarks.md, *Why the store is built as it is*): Chroma's defaults (ef_construction 100, max_neighbors
+# 16, ef_search 100) lose recall as a collection grows, and a larger ef_search alone stops helping at 100,000
+# rows, where the graph, not the search, is the limit. Built 200x32 and searched with ef_search 200, the index
+# stays close to the exact scan up to 100,000 rows, better than the defaults with any ef_search tried, for
+# about twice the defaults' time to add a row and 128 more bytes a row; a query costs about the same.
+# ef_search 200 rather than 100: it is the least that also brings collections built before (with the defaults,
+# which only ef_search can change, see ``with_dedicated_search``) close to the exact scan at 100,000, and costs
+# new ones little a query.
 DEDICATED_HNSW: dict[str, Any] = {"space": "cosine", "ef_construction": 200, "max_neighbors": 32, "ef_search": 200}
 
 

@@ -1,11 +1,11 @@
 """How a MemoryRecord is laid out in a Chroma row: the document is the content, the rest is metadata.
 
 Only what Chroma's where-filters look at gets a metadata key of its own (``type``, ``scope``, ``superseded``,
-``superseded_by``), besides the keyword tokens (``keywords``, written with the vector); every other field is
-one JSON string under ``fields``. Chroma keeps one SQLite row per metadata key and reads them back one by
-one, so the 14 keys of the first layout made every read and write pay for 14: at 100,000 memories a scan of
-the metadata (what rebuilding the keyword index reads) took 20 s. Rows in that first layout (no ``fields``
-key) are still read as they are.
+``superseded_by``), besides the keyword tokens (``keywords``, written with the vector); every other field is one
+JSON string under ``fields``. Chroma keeps one SQLite row per metadata key and reads them back one by one, so the
+14 keys of the first layout made every read and write pay for 14: at 100,000 memories a scan of the metadata (what
+rebuilding the keyword index reads) took many seconds. Rows in that first layout (no ``fields`` key) are still read
+as they are.
 
 Times are epoch seconds (``last_accessed`` 0 for never); ``superseded`` is a boolean beside ``superseded_by``
 so the filter is one equality test. No chromadb import: this is plain data.

@@ -2,11 +2,13 @@
 
 A search runs once per collection it looks in (one per memory type). A search restricted to some ids
 (``among``) either reads the allowed ids' vectors and compares them here, or asks HNSW to search only among
-them. Measured on two cores: reading costs about 0.6 ms + 0.05 ms an id; a restricted HNSW search about
-1.5 ms + 0.1 ms per (collection size / allowed ids), up to about 45 ms (20 ids among 50,000), because the graph
-walk must pass many disallowed nodes to find allowed ones. The cheaper one is chosen per collection.
+them. Reading costs a fixed part and a little more per id; a restricted HNSW search a fixed part and a part
+that grows with the collection's size over the number of allowed ids, up to a cap, because the graph walk must
+pass many disallowed nodes to find allowed ones. The cheaper one is chosen per collection, by the costs the
+``_READ_MS`` and ``_RESTRICTED_MS`` constants hold (measured on two cores: docs/benchmarks.md, *Why the store
+is built as it is*).
 
-Only ids and distances are asked for: documents and metadata too cost three times as much for a few hundred
+Only ids and distances are asked for: documents and metadata too cost several times as much for a few hundred
 neighbours. The caller filters and fetches the few it keeps.
 """
 
@@ -92,7 +94,7 @@ def filtered_search(
     collections: Mapping[str, Any], embedding: np.ndarray, n_results: int, memory_filter: MemoryFilter
 ) -> list[tuple[MemoryRecord, float]]:
     """Up to ``n_results`` nearest memories passing the filter, with Chroma's where-filter (exact, but at
-    100,000 memories 60 times slower than a plain search: only the benchmark uses it)."""
+    100,000 memories far slower than a plain search: only the benchmark uses it)."""
     vector = [np.asarray(embedding, dtype=np.float32)]
     found: list[tuple[MemoryRecord, float]] = []
     for collection in collections.values():

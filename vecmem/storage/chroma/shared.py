@@ -45,10 +45,9 @@ USER_PREFIX = "vecmem-u-"
 _PAGE = 1000  # rows per Chroma get() page when scanning a collection
 PLACE_KEY = "vecmem_place"
 SHARED_PREFIX = "vecmem-shared-"
-# Chroma's metadata filter costs in proportion to the collection's rows (a user's 20 rows: 11 ms of search
-# among 40,000 rows in one collection, 1.1 ms over 32), so small users are spread over several shared
-# collections; but each costs about 0.65 MB of disk and a first read of some 50 ms in a process (32 made
-# 1,000 users x 8 take 6.3 KB a memory against 3.9 with one), so 8
+# Chroma's metadata filter costs in proportion to the collection's rows, so small users are spread over several
+# shared collections; but each costs disk and a first read in a process, and many of them cost more disk a
+# memory than one, so 8 (the figures: docs/benchmarks.md, *Why the store is built as it is*)
 SHARED_BUCKETS = 8
 # never searched by HNSW (see above): the fewest links and the cheapest construction Chroma accepts
 SHARED_HNSW = {"space": "cosine", "max_neighbors": 4, "ef_construction": 8}

@@ -311,7 +311,7 @@ class ChromaStore:
 
     @_mending
     def count(self, user_id: str) -> int:
-        """How many memories the user has (costs about 7 ms at 100,000; kept off the search path)."""
+        """How many memories the user has (costs some ms at 100,000; kept off the search path)."""
         self.refresh(user_id)  # a collection another process created since counts too
         total = 0
         for collection in self._typed(user_id, verify=False).values():
@@ -387,7 +387,7 @@ class ChromaStore:
         self, user_id: str, embedding: np.ndarray, n_results: int, memory_filter: MemoryFilter
     ) -> list[tuple[MemoryRecord, float]]:
         """Up to ``n_results`` nearest memories passing the filter, with Chroma's where-filter (exact, but at
-        100,000 memories 60 times slower than ``nearest``; retrieval.py does not use it)."""
+        100,000 memories far slower than ``nearest``; retrieval.py does not use it)."""
         return filtered_search(self._typed(user_id, memory_filter.types), embedding, n_results, memory_filter)
 
     # ----------------------------------------------------------------------------------------- writes

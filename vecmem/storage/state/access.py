@@ -1,11 +1,11 @@
 """Access statistics (``access_count``, ``last_accessed``) in a small SQLite table beside the store.
 
 Every search that returns memories counts an access. Writing that into Chroma would cost a write per search
-(5 to 16 ms, and at 100,000 memories a batch of them stalls concurrent searches by 100 ms and more), so the
-counts live in ``VECMEM_HOME/access.sqlite3`` instead: an upsert per returned memory, well under a
-millisecond, atomic across processes (``count = count + 1``). Records read through the bank carry these
-values; Chroma's copy of the two fields is only the starting point (an imported count, or 0). The table is
-part of the state database (database.py): workers sharing a PostgreSQL one count into the same table.
+(milliseconds each, and at 100,000 memories a batch of them stalls concurrent searches for longer than a search
+takes), so the counts live in ``VECMEM_HOME/access.sqlite3`` instead: an upsert per returned memory, well under a
+millisecond, atomic across processes (``count = count + 1``). Records read through the bank carry these values;
+Chroma's copy of the two fields is only the starting point (an imported count, or 0). The table is part of the
+state database (database.py): workers sharing a PostgreSQL one count into the same table.
 """
 
 from __future__ import annotations

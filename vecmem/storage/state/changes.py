@@ -1,11 +1,11 @@
 """A feed of which memories were changed, in order, by every bank writing to one store, in every process.
 
 A search keeps each user's memories in memory (the keyword index, the catalogue of scopes and types, the
-records themselves, and for long-running processes the vectors) because every Chroma call costs at least
-0.6 ms and a record read 0.1 to 0.2 ms more. Those copies are only as good as their knowledge of other banks'
+records themselves, and for long-running processes the vectors) because every Chroma call has a fixed cost
+and each record read adds to it. Those copies are only as good as their knowledge of other banks'
 writes, so every write to the store is announced here, and before each search a bank reads what others
-changed since it last looked (one indexed query: 0.05 ms in SQLite, a few tenths of a millisecond in
-PostgreSQL) and re-reads just those memories from Chroma. The feed lives in the state database (database.py):
+changed since it last looked (one indexed query: a small fraction of a millisecond in SQLite, a little more
+in PostgreSQL) and re-reads just those memories from Chroma. The feed lives in the state database (database.py):
 ``VECMEM_HOME/changes.sqlite3`` for the processes of one machine, or the PostgreSQL database every worker of a
 Chroma server shares, so a worker's copies see every other worker's writes.
 
