@@ -84,16 +84,23 @@ class Serve:
 
 
 def _hand_over(client: Serve, owner: subprocess.Popen, how: signal.Signals, kept: str) -> tuple[float, int]:
-    """End ``owner`` with ``how``; the seconds until ``client`` answers a search again with ``kept`` in it, and how
-    many searches failed (5xx) meanwhile."""
+    """End ``owner`` with ``how``; the seconds until ``client`` answers a search again with ``kept`` in it once the
+    owner has gone, and how many searches failed (5xx) meanwhile. A search answered before the owner is gone was
+    answered by the owner, finishing the calls under way as it stops: the client takes the store over at its
+    first call after that."""
     started = time.monotonic()
     owner.send_signal(how)
     failed = 0
     while True:
+        gone = owner.poll() is not None
         status, found = _search(client.base, kept)
         if status == 200:
             assert kept in found, found
-            return time.monotonic() - started, failed
+            if gone:
+                return time.monotonic() - started, failed
+            assert time.monotonic() - started < CARRY_ON, "the owner did not stop"
+            time.sleep(0.05)
+            continue
         failed += 1
         assert status >= 500 and time.monotonic() - started < CARRY_ON, (status, found)
         time.sleep(0.1)

@@ -12,6 +12,8 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -184,6 +186,32 @@ def test_an_owner_that_stops_is_one_clear_error(owned, client):
         client.count()
     assert "\n" not in str(gone.value) and "not answering" in str(gone.value) and "run the command again" in str(
         gone.value)
+
+
+def test_a_call_under_way_when_the_owner_stops_is_answered_before_the_stop_returns(owned, client, monkeypatch):
+    """The owner's bank closes after ``stop``: closing Chroma or the model under a call still running crashed
+    or hung the owner's exit, so ``stop`` waits for the call and its answer."""
+    bank, endpoint = owned
+    client.add("The user likes green tea")
+    inside, done, counted = threading.Event(), threading.Event(), bank.count
+
+    def slow_count(**kwargs):
+        inside.set()
+        time.sleep(0.5)
+        try:
+            return counted(**kwargs)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(bank, "count", slow_count)
+    answers: list[object] = []
+    caller = threading.Thread(target=lambda: answers.append(client.count()))
+    caller.start()
+    assert inside.wait(10)
+    endpoint.stop()
+    assert done.is_set()  # the call ended before stop returned
+    caller.join(10)
+    assert answers == [1]  # and its answer reached the client
 
 
 def _dead_pid() -> int:

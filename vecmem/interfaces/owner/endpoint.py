@@ -2,7 +2,7 @@
 
 An embedded store serves one process at a time (storage/state/lock.py). A long-running process that opened one itself
 (`vecmem serve`, the chat, `vecmem mcp`) therefore starts ``OwnerEndpoint``: the standard library's
-``ThreadingHTTPServer`` on 127.0.0.1, a free port, in daemon threads, HTTP/1.1 with keep-alive. It answers one
+``ThreadingHTTPServer`` on 127.0.0.1, a free port, a thread per connection, HTTP/1.1 with keep-alive. It answers one
 route, ``POST /call`` with ``Authorization: Bearer <secret>`` and ``{"method": name, "args": {...}}`` (wire.py),
 by calling that method of its bank: one of ``CALLS``, the ``MemoryApi`` methods (vecmem/bank/api.py) minus
 ``close``, plus ``hello`` (who the owner is). Every other route, method, name or argument is refused. Where to
@@ -24,7 +24,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -103,16 +103,42 @@ def _parsed(body: bytes) -> tuple[str, dict[str, Any]]:
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+    # server_close joins every handler thread (socketserver tracks only threads that are not daemons): a call
+    # under way ends before the bank closes under it (closing Chroma or the model under a running call crashed
+    # the owner's exit with SIGSEGV, or hung it), and no handler is left to wake up inside an interpreter that is
+    # shutting down
+    daemon_threads = False
+    block_on_close = True
 
     def __init__(self, bank: MemoryApi, secret: str, hello: dict[str, Any]) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.bank, self.hello = bank, hello
         self.expected = f"Bearer {secret}".encode("ascii")
         self._connections: set[socket.socket] = set()  # kept alive between calls: closed by ``stop``
+        self._busy: set[socket.socket] = set()  # those whose call is under way
         self._guard = threading.Lock()
         self.stopping = False
+
+    @contextlib.contextmanager
+    def calling(self, connection: socket.socket) -> Iterator[bool]:
+        """Around one call read on ``connection``: yields False when the server is stopping (the call is not to be
+        made), else True, the connection counting as busy until the block ends."""
+        with self._guard:
+            allowed = not self.stopping
+            if allowed:
+                self._busy.add(connection)
+        if not allowed:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._guard:
+                self._busy.discard(connection)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not self.stopping:  # a connection that ``stop`` cut is no error worth a traceback on the owner's screen
+            super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._guard:
@@ -128,14 +154,16 @@ class _Server(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def stop(self) -> None:
-        """Stop accepting, and end the kept-alive connections (a call under way finishes; none starts after)."""
+        """Stop accepting, end the kept-alive connections, and wait for their threads: a call under way finishes
+        and its answer is sent (its connection's reading only is shut), an idle connection ends at once (its
+        client sees the end before it sends another call); none starts after."""
         with self._guard:
             self.stopping = True
-            connections = list(self._connections)
+            busy, idle = list(self._busy), list(self._connections - self._busy)
         self.shutdown()
-        for connection in connections:
+        for connection, how in [*((c, socket.SHUT_RDWR) for c in idle), *((c, socket.SHUT_RD) for c in busy)]:
             with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+                connection.shutdown(how)
         self.server_close()
 
 
@@ -158,10 +186,12 @@ class _Handler(BaseHTTPRequestHandler):
                          close=True)
         else:
             body = self.rfile.read(int(length))
-            if self.server.stopping:
-                self._answer(503, error_payload(StoreError("the process holding the store is closing it")), close=True)
-            else:
-                self._answer(*dispatch(self.server.bank, body, self.server.hello))
+            with self.server.calling(self.connection) as allowed:
+                if allowed:
+                    self._answer(*dispatch(self.server.bank, body, self.server.hello))
+                else:
+                    self._answer(503, error_payload(StoreError("the process holding the store is closing it; run "
+                                                               "the command again")), close=True)
 
     def _refuse(self) -> None:
         self._answer(405, {"error": "method not allowed", "message": "the only route is POST /call"}, close=True)
