@@ -48,15 +48,27 @@ def _cut_vectors(folder: Path) -> None:
         file.truncate(data.stat().st_size // 3)  # the vectors' file cut short: reads of the rest fail
 
 
-@pytest.mark.parametrize(("collection", "tear"), [
-    ("vecmem-u-%-fact", _tear_header), ("vecmem-u-%-fact", _cut_vectors), ("vecmem-shared-%", _tear_header),
-], ids=["own-collection-unloadable", "own-collection-vectors-cut", "shared-collection-unloadable"])
-def test_a_torn_hnsw_segment_is_rebuilt_and_nothing_is_lost(tmp_path, collection, tear):
+def _write_left_open(home: Path) -> None:
+    """What a writer killed mid-write beside the tear leaves on the change feed: the recovery on open then
+    examines the user, which reads the torn collection first (the two met in `make torture`)."""
+    with sqlite3.connect(home / "changes.sqlite3") as db:
+        db.execute("INSERT INTO changes (user_id, memory_id, writer, phase) VALUES (?, 'f0', 'killed', 0)", (MAIN,))
+        db.execute("UPDATE feed SET value = value + 1 WHERE key = 'open_rows'")
+
+
+@pytest.mark.parametrize(("collection", "tear", "write_open"), [
+    ("vecmem-u-%-fact", _tear_header, False), ("vecmem-u-%-fact", _cut_vectors, False),
+    ("vecmem-shared-%", _tear_header, False), ("vecmem-u-%-fact", _tear_header, True),
+], ids=["own-collection-unloadable", "own-collection-vectors-cut", "shared-collection-unloadable",
+        "own-collection-unloadable-and-a-write-left-open"])
+def test_a_torn_hnsw_segment_is_rebuilt_and_nothing_is_lost(tmp_path, collection, tear, write_open):
     home = tmp_path / "home"
     _run("fill", str(home))
     folder = _segment(home, collection)
     assert (folder / "header.bin").exists()
     tear(folder)
+    if write_open:
+        _write_left_open(home)
     state = json.loads(_run("check", str(home)).strip().splitlines()[-1])
     assert sorted(state["memories"][MAIN]) == sorted(f"f{n}" for n in range(FILLED))
     for user in small_users():

@@ -211,6 +211,7 @@ class ChromaStore:
         """Every user id of the store, of either layout (the registry's rows and the users' own collections)."""
         return self._layout.users()
 
+    @_mending
     def refresh(self, user_id: str) -> None:
         """Forget which collections of the user exist (another bank or server client may have made one since)."""
         self._layout.refresh(user_id)
@@ -342,11 +343,13 @@ class ChromaStore:
         (what ``vecmem doctor`` examines)."""
         yield from typed_rows(self._typed(user_id, verify=False), "examining the store")
 
+    @_mending
     def collection_models(self, user_id: str) -> dict[str, tuple[str, int]]:
         """{type: (embedding model, dimension)} as each of the user's collections records it."""
         return {memory_type: model_of(collection.metadata)
                 for memory_type, collection in self._typed(user_id, verify=False).items()}
 
+    @_mending
     def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
         """The memories whose ``superseded_by`` points at ``memory_id``."""
         return [from_row(row_id, document, metadata)
