@@ -100,9 +100,8 @@ class MemoryBank:
             acquired.callback(self._retriever.close)  # stops its vector loaders, drops the users' copies
             self._writes = WritePath(self._store, self._retriever, self._access, self.embedder.embed_documents)
             # what a killed writer left is settled before this bank serves anything (recovery.py)
-            stored = self._store.stored_model()
             recovery.recover(self._store, self._access, self._locks, lambda _user, records: self._writes.write(records),
-                             mend=stored is None or stored[0] == self.embedder.name)
+                             model=self.embedder.name)
             self._release = acquired.pop_all()  # close() releases the same parts in the same order
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
             self._release = opening.closing_last(self._release, store)

@@ -35,16 +35,17 @@ log = logging.getLogger("vecmem")
 
 
 def recover(store: MemoryStore, access: AccessStats, locks: WriteLocks,
-            rewrite: Callable[[str, list[MemoryRecord]], object], *, mend: bool = True) -> dict[str, list[str]]:
+            rewrite: Callable[[str, list[MemoryRecord]], object], *, model: str) -> dict[str, list[str]]:
     """Settle what killed writers left (module docstring); {user: memory ids whose writes were settled}.
-    ``rewrite``: the bank's write path, as the doctor's repairs take it. ``mend=False`` (a bank whose model is
-    not the store's, opened to reindex it): settle only, since a repair would store vectors of another model."""
+    ``rewrite``: the bank's write path, as the doctor's repairs take it, embedding with ``model``. A bank whose
+    model is not the store's (opened to reindex it) settles only: a repair would store vectors of another model."""
     if store.changes is None:
         return {}
     settled = store.changes.recover(locks.holding)
     if not settled:
         return {}
-    if not mend:
+    stored = store.stored_model()  # read only after a kill: an open after a clean exit stops above
+    if stored is not None and stored[0] != model:
         log.warning("vecmem: settled %d writes of %d users that a killed process left unfinished; what the store "
                     "holds is kept, not yet mended (this process's model is not the store's): `vecmem doctor "
                     "--repair` mends it", sum(map(len, settled.values())), len(settled))
