@@ -48,6 +48,15 @@ def _cut_vectors(folder: Path) -> None:
         file.truncate(data.stat().st_size // 3)  # the vectors' file cut short: reads of the rest fail
 
 
+def _tear_link_lists(folder: Path) -> None:
+    """A link-list record sized from the middle of a neighbour list, as a kill mid-flush leaves it. Chroma's loader
+    trusts the size and reads the rest out of step, raising nothing: a later search or flush dies of SIGSEGV or
+    grows the file to a sparse terabyte (both seen in `make torture`). Without chroma/segments.py nothing here
+    is rebuilt."""
+    with (folder / "link_lists.bin").open("r+b") as file:
+        file.write((1_065_353_216).to_bytes(4, "little"))
+
+
 def _write_left_open(home: Path) -> None:
     """What a writer killed mid-write beside the tear leaves on the change feed: the recovery on open then
     examines the user, which reads the torn collection first (the two met in `make torture`)."""
@@ -59,8 +68,10 @@ def _write_left_open(home: Path) -> None:
 @pytest.mark.parametrize(("collection", "tear", "write_open"), [
     ("vecmem-u-%-fact", _tear_header, False), ("vecmem-u-%-fact", _cut_vectors, False),
     ("vecmem-shared-%", _tear_header, False), ("vecmem-u-%-fact", _tear_header, True),
+    ("vecmem-u-%-fact", _tear_link_lists, False), ("vecmem-shared-%", _tear_link_lists, True),
 ], ids=["own-collection-unloadable", "own-collection-vectors-cut", "shared-collection-unloadable",
-        "own-collection-unloadable-and-a-write-left-open"])
+        "own-collection-unloadable-and-a-write-left-open", "own-collection-link-lists-torn",
+        "shared-collection-link-lists-torn-and-a-write-left-open"])
 def test_a_torn_hnsw_segment_is_rebuilt_and_nothing_is_lost(tmp_path, collection, tear, write_open):
     home = tmp_path / "home"
     _run("fill", str(home))

@@ -34,7 +34,8 @@ ROUNDS = int(os.environ.get("VECMEM_TORTURE_ROUNDS", "10"))
 
 def _child(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tests.torture_child", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"})
 
 
 class Acknowledged:

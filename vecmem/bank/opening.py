@@ -20,6 +20,7 @@ import numpy as np
 
 from vecmem.config import Settings
 from vecmem.storage.base import MemoryStore
+from vecmem.storage.chroma.segments import disarm_torn_segments
 from vecmem.storage.chroma.store import ChromaStore
 from vecmem.storage.state.access import AccessStats
 from vecmem.storage.state.backend import state_database, write_locks
@@ -49,6 +50,8 @@ def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take
     if not settings.chroma_url:
         lock = StoreLock(settings.home)
         acquired.callback(lock.release)
+        if lock.taken:  # nothing writes the store's files now: before Chroma loads a segment a kill tore
+            disarm_torn_segments(settings.home / "chroma")
     changes = ChangeFeed(state_database(settings, "changes.sqlite3", "change feed"))
     acquired.callback(changes.close)
     if settings.chroma_url:

@@ -34,6 +34,7 @@ class StoreLock:
     def __init__(self, home: Path) -> None:
         self.path = (home / "store.lock").resolve()
         self._released = False
+        self.taken = False  # this one took the lock: no bank of this process had the store open
         with _GUARD:
             held = _HELD.get(self.path)
             if held is not None:
@@ -41,6 +42,7 @@ class StoreLock:
                 return
             descriptor = self._take()
             _HELD[self.path] = (descriptor, 1)
+            self.taken = True
 
     def _take(self) -> int:
         try:
