@@ -3,9 +3,10 @@
 A segment's link lists (``link_lists.bin``) hold one record per element: a 4-byte size, then that many bytes of
 neighbour ids. A SIGKILL while Chroma's embedded backend rewrites them can leave a record cut short, so that
 the next size is read out of the middle of a neighbour list. chromadb's loader (its hnswlib) trusts every size:
-it takes levels from neighbour ids and the process dies of SIGSEGV on the first call that loads the collection,
-or a later flush seeks by a garbage size and grows the file to a sparse terabyte (chroma-core/chroma#7510 and
-#7238, open upstream; found here by ``make torture``). No exception reaches Python, so repair.py never runs.
+it takes levels from neighbour ids and reads the rest out of step, raising nothing; a later call dies of
+SIGSEGV, or a flush seeks by a garbage size and grows the file to a sparse terabyte (chroma-core/chroma#7510 and
+#7238, open upstream; both found here by ``make torture``). No exception reaches Python, so repair.py never
+runs.
 
 ``disarm_torn_segments`` runs when a process takes an embedded store (storage/state/lock.py): no process, this
 one included, has the files open for writing then. It reads each segment's header and walks its link lists as
@@ -59,10 +60,10 @@ def unsafe_segment(folder: Path) -> str | None:
 
 def _unsafe_links(path: Path, count: int, top_level: int, entry: int, link_size: int) -> str | None:
     """Walk the link lists' records as hnswlib's loader does, with the checks it leaves out."""
-    most = count * (_SIZE.size + link_size * top_level)
-    if _size(path) > most:  # read nothing of a file that a garbage size made sparse and huge
-        return f"link_lists.bin is {_size(path):,} bytes, more than {count} elements can fill ({most:,})"
-    data = path.read_bytes() if path.is_file() else b""
+    most, size_on_disk = count * (_SIZE.size + link_size * top_level), _size(path)
+    if size_on_disk > most:  # read nothing of a file that a garbage size made sparse and huge
+        return f"link_lists.bin is {size_on_disk:,} bytes, more than {count} elements can fill ({most:,})"
+    data = path.read_bytes() if size_on_disk else b""
     offset = 0
     for element in range(count):
         if offset + _SIZE.size > len(data):
