@@ -8,6 +8,7 @@ from tests.chat_server import Reply, ScriptedChatServer
 from vecmem import MemoryBank, Settings
 from vecmem.interfaces.chat import main as chat_main
 from vecmem.interfaces.cli.main import main as cli_main
+from vecmem.retrieval.budget import LONG_TERM_HEADERS
 
 TS, JS = "用户喜欢用 TypeScript", "用户以后都用 JavaScript"
 
@@ -101,7 +102,7 @@ def test_a_scripted_chinese_session_through_the_real_client(tmp_path, real_embed
 
     # the coding request was answered with the JavaScript preference, never the TypeScript one
     sleep_call = [body for kind, body in requests if kind == "answer" and body["messages"][-1]["content"].startswith("帮我")]
-    long_term = [m["content"] for m in sleep_call[0]["messages"] if m["content"].startswith("Long-term memories")][0]
+    long_term = [m["content"] for m in sleep_call[0]["messages"] if m["content"].startswith(LONG_TERM_HEADERS["zh"])][0]
     assert JS in long_term and "TypeScript" not in long_term
     assert "assistant> const sleep" in output
     # raw ids never reach the model, aliases do

@@ -20,6 +20,7 @@ from tests.chat_server import ScriptedChatServer
 from tests.conftest import REPO, _free_port
 from tests.integration.conftest import VENV_BIN, cli_env, run_cli
 from tests.proxy_script import ANSWER, FACT, QUESTION, carries, remembering_upstream
+from vecmem.retrieval.budget import LONG_TERM_HEADER
 
 NODE_CLIENT = REPO / "tests" / "node"
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH", "network")
@@ -90,7 +91,7 @@ def test_the_python_sdk_talks_to_the_proxy_and_the_second_request_carries_the_fi
     first, second = proxy.answered()[before:]
     assert first["messages"] == history[:1]
     memory = second["messages"].pop(-2)  # just before the message it was recalled for
-    assert carries({"messages": [memory]}) and memory["content"].startswith("Long-term memories")
+    assert carries({"messages": [memory]}) and memory["content"].startswith(LONG_TERM_HEADER)
     assert second["messages"] == history
 
 

@@ -18,6 +18,7 @@ from tests.proxy_script import ANSWER, FACT, LEARNT, QUESTION, carries, remember
 from vecmem.agent.llm import ChatCompletions
 from vecmem.interfaces.http.keys import KeyStore, keys_path
 from vecmem.interfaces.proxy.server import create_proxy_app
+from vecmem.retrieval.budget import LONG_TERM_HEADER
 
 GUIDE = {"role": "system", "content": "You are a hiking guide."}
 
@@ -64,7 +65,7 @@ def test_the_second_request_carries_what_the_first_taught(proxy):
     messages = sent_second["messages"]
     memory = messages.pop(-2)  # just before the message it was recalled for
     assert messages == history  # the client's messages kept as sent, history included
-    assert memory["role"] == "system" and memory["content"].startswith("Long-term memories")
+    assert memory["role"] == "system" and memory["content"].startswith(LONG_TERM_HEADER)
     assert f"[fact] {LEARNT}" in memory["content"]
     assert sent_second["max_tokens"] == 50
     (stored,) = proxy.bank.list_memories(user_id="alice")
