@@ -3,6 +3,7 @@ import tiktoken
 
 from tests.conftest import T0
 from vecmem import BudgetError, BudgetShares, EstimatingCounter, MemoryRecord, TiktokenCounter, Turn
+from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.errors import InvalidInputError
 from vecmem.models import Hit
 from vecmem.retrieval.budget import (
@@ -236,3 +237,31 @@ def test_a_300_token_window_fits_a_memory_under_the_conversation_s_header(counte
     assert pack.long_term == f"{LONG_TERM_HEADERS[language]}\n- {DAY} [fact] {memory}"
     assert [h.id for h in pack.memories] == ["a"] and pack.truncated_ids == ()
     assert pack.tokens["long_term"] <= pack.limits["long_term"]
+
+
+def test_a_window_too_small_for_the_default_prompt_names_the_smallest_that_works(counter):
+    with pytest.raises(BudgetError, match="default system prompt") as raised:
+        make(counter).assemble(query="where do I live?", hits=[], context_tokens=256)
+    smallest = int(raised.value.args[0].split("fits it and this message is ")[1].split()[0])
+    pack = make(counter).assemble(query="where do I live?", hits=[hit("a", "The user lives in Paris.")],
+                                  context_tokens=smallest)
+    assert pack.memories and pack.tokens["system"] <= pack.limits["system"]
+    with pytest.raises(BudgetError, match="default system prompt"):
+        make(counter).assemble(query="where do I live?", hits=[], context_tokens=smallest - 1)
+    with pytest.raises(BudgetError, match="VECMEM_SHARE_SYSTEM is 0"):
+        make(counter, system=0.0, long_term=0.4, short_term=0.3, current=0.3).assemble(query="q", hits=[],
+                                                                                       context_tokens=8192)
+
+
+def test_a_caller_s_own_prompt_too_long_is_blamed_on_the_prompt(counter):
+    with pytest.raises(BudgetError, match=r"^the system prompt is") as raised:
+        make(counter).assemble(query="q", hits=[], context_tokens=300, system_prompt="word " * 60)
+    assert "default" not in str(raised.value)
+
+
+def test_the_smallest_window_holds_each_section_exactly(counter):
+    assembler = make(counter)
+    for tokens in (1, 7, 40, 45, 333):
+        window = assembler.smallest_window(system=tokens, current=3)
+        assert assembler.limits(window)["system"] >= tokens
+        assert window == MIN_CONTEXT_TOKENS or assembler.limits(window - 1)["system"] < tokens

