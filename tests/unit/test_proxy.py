@@ -18,7 +18,7 @@ from tests.proxy_script import ANSWER, FACT, LEARNT, QUESTION, carries, remember
 from vecmem.agent.llm import ChatCompletions
 from vecmem.interfaces.http.keys import KeyStore, keys_path
 from vecmem.interfaces.proxy.server import create_proxy_app
-from vecmem.retrieval.budget import LONG_TERM_HEADER
+from vecmem.retrieval.budget import LONG_TERM_HEADER, LONG_TERM_HEADERS
 
 GUIDE = {"role": "system", "content": "You are a hiking guide."}
 
@@ -72,6 +72,17 @@ def test_the_second_request_carries_what_the_first_taught(proxy):
     assert second.headers["x-vecmem-memories"] == stored.id
     assert stored.provenance.message_ids == (first.id,)  # learnt from the exchange that completion answered
     assert proxy.learnt("default") == []
+
+
+def test_a_chinese_conversation_gets_the_chinese_header(proxy):
+    proxy.bank.add("用户对花生过敏", user_id="alice")
+    client = proxy.client()
+    client.chat.completions.create(model="scripted-model", user="alice",
+                                   messages=[GUIDE, {"role": "user", "content": "我对花生过敏，花生酱能吃吗？"}])
+    (sent,) = proxy.answered()
+    memory = sent["messages"][-2]
+    header, line = memory["content"].splitlines()
+    assert memory["role"] == "system" and header == LONG_TERM_HEADERS["zh"] and line.endswith("[fact] 用户对花生过敏")
 
 
 def test_streamed_answers_are_relayed_and_learnt_from(proxy):

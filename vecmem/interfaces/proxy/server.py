@@ -60,7 +60,7 @@ from vecmem.interfaces.proxy.request import (
     message_id,
     with_memories,
 )
-from vecmem.models import PromptPack
+from vecmem.models import PromptPack, Turn
 
 __all__ = ["DEFAULT_PORT", "create_proxy_app", "openai_error_body"]
 
@@ -100,9 +100,10 @@ def create_proxy_app(bank: MemoryApi, upstream: ChatCompletions, *, token: str |
             return None
         found = recall(bank, wanted.query, user_id=wanted.user_id, session_id=wanted.session_id, k=RECALLED,
                        routes=routes)
-        # the section alone: the client's own messages are its business, neither counted nor cut
+        # the section alone: the client's own messages are its business, neither counted nor cut; the message
+        # goes in as a turn only so that the section's header is in the conversation's language
         return bank.build_context("", user_id=wanted.user_id, session_id=wanted.session_id, hits=found.hits,
-                                  system_prompt="")
+                                  system_prompt="", short_term=[Turn("user", wanted.query)])
 
     def answer(wanted: ProxyRequest) -> Response:
         learning.settle(wanted.user_id)
