@@ -26,7 +26,7 @@ if typing.TYPE_CHECKING:  # the names as type checkers and readers see them; _HO
     from vecmem.bank.facade import content_id
     from vecmem.bank.learning import AddMessagesResult, MessageLearner, SkippedMessage
     from vecmem.bank.listing import MemoryPage
-    from vecmem.bank.resolving import AddResolver, AddResult, TypeGuess
+    from vecmem.bank.resolving import AddResolver, AddResult, Known, Plan, TypeGuess
     from vecmem.config import BudgetShares, RankWeights, Settings
     from vecmem.errors import (
         BudgetError,
@@ -95,6 +95,8 @@ __all__ = [
     "AddMessagesResult",
     "AddResult",
     "AddResolver",
+    "Known",
+    "Plan",
     "TypeGuess",
     "SkippedMessage",
     "MessageLearner",
@@ -196,7 +198,7 @@ _HOMES: dict[str, tuple[str, ...]] = {  # module -> the names it gives (as impor
     "vecmem.maintenance.hygiene": ("PruneCandidate",),
     "vecmem.bank.learning": ("AddMessagesResult", "MessageLearner", "SkippedMessage"),
     "vecmem.bank.listing": ("MemoryPage",),
-    "vecmem.bank.resolving": ("AddResolver", "AddResult", "TypeGuess"),
+    "vecmem.bank.resolving": ("AddResolver", "AddResult", "Known", "Plan", "TypeGuess"),
     "vecmem.models": (
         "MEMORY_TYPES", "SOURCES", "STATUSES", "Hit", "ImportReport", "MemoryFilter", "MemoryRecord", "MemorySource",
         "MemoryStatus", "MemoryType", "PromptPack", "Provenance", "StoreStats", "Turn",

@@ -12,7 +12,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from vecmem import AddResult, AsyncMemoryBank, MemoryBank, Settings, TypeGuess
+from vecmem import AsyncMemoryBank, MemoryBank, Plan, Settings, TypeGuess
 from vecmem.bank import resolving
 from vecmem.interfaces.http.app import create_app
 from vecmem.interfaces.mcp_server import create_server
@@ -46,7 +46,7 @@ def test_the_same_statement_twice_is_one_memory(bank):
     first = bank.remember("I prefer concise code")
     again = bank.remember("I prefer concise code")
     assert again.action == "unchanged" and again.record.id == first.record.id
-    assert again.reason == f"already remembered as {first.record.id}"
+    assert again.reason.startswith(f"already remembered as {first.record.id}")
     assert bank.count() == 1
     assert bank.add("I prefer concise code").id == first.record.id and bank.count() == 1
 
@@ -119,10 +119,12 @@ def test_a_resolver_is_handed_in_through_the_constructor(make_bank):
         def infer_type(self, content):
             return TypeGuess("conclusion", "always a conclusion")
 
-        def resolve(self, bank, record, write):
+        def reads_slots(self, content):
+            return False
+
+        def decide(self, record, candidates):
             seen.append(record.content)
-            stored, new = write(record)
-            return AddResult("added" if new else "unchanged", stored, reason="fixed")
+            return Plan("add", "fixed")
 
     assert isinstance(Fixed(), resolving.AddResolver)
     bank = make_bank(resolver=Fixed())

@@ -451,9 +451,8 @@ class TestSupersedeAndStats:
         global_fact = bank.add("The user drinks tea", memory_type="preference")
         candidate = Candidate("The user drinks coffee in this chat", "preference", 0.6, (), session_scoped=True,
                               confidence=1.0, action="UPDATE", target_id=global_fact.id)
-        resolver = ConflictResolver(bank, threshold=0.9)
-        written = resolver.apply(candidate, resolver.resolve(candidate, user_id="default", session_id="s1"),
-                                 user_id="default", session_id="s1")
+        resolver = ConflictResolver(bank)
+        _resolution, written = resolver.write(candidate, user_id="default", session_id="s1")
         assert written.record is not None and written.record.scope == "s1" and written.replaced is None
         assert "kept" in written.reason and bank.get(global_fact.id).superseded_by is None  # refused, not failed
 

@@ -168,8 +168,9 @@ def test_the_shipped_data_keeps_to_the_alphabet(bank):
     seeded = bank.import_jsonl((repo / "data" / "seed_memories.jsonl").read_text(encoding="utf-8").splitlines())
     assert seeded.errors == () and seeded.added > 0
     for path in sorted((repo / "data" / "eval").glob("*.json")):
-        memories = json.loads(path.read_text(encoding="utf-8"))["memories"]
-        assert all(re.fullmatch(r"[A-Za-z0-9._:@-]{1,128}", m["id"]) for m in memories), path.name
+        data = json.loads(path.read_text(encoding="utf-8"))
+        items = data.get("memories", data.get("cases"))  # a recall set's memories, the update set's cases
+        assert items and all(re.fullmatch(r"[A-Za-z0-9._:@-]{1,128}", m["id"]) for m in items), path.name
 
 
 def test_a_row_stored_with_another_id_stays_reachable(tmp_path):

@@ -107,8 +107,10 @@ def test_priors_break_a_near_tie_at_the_top_but_never_pass_a_clear_match(make_ba
 
     bank = make_bank(embedder=FakeEmbedder())
     now = clock.now
-    bank.add("The user trains at the gym on Mondays.", memory_id="old", created_at=now - timedelta(days=540))
-    bank.add("The user trains at the gym on Thursdays.", memory_id="new", created_at=now - timedelta(days=5))
+    bank.add("The user trains at the gym on Mondays.", memory_id="old", created_at=now - timedelta(days=540),
+             resolve=False)
+    bank.add("The user trains at the gym on Thursdays.", memory_id="new", created_at=now - timedelta(days=5),
+             resolve=False)
     bank.add("The user bought new headphones.", memory_id="unrelated", created_at=now)
     hits = bank.search("on which day do I train at the gym?", 3, record_access=False)
     assert [hit.id for hit in hits] == ["new", "old", "unrelated"]

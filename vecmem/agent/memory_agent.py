@@ -135,7 +135,7 @@ class MemoryAgent:
         self.k = k
         self.gate = WriteGate(model, min_chars=settings.gate_min_chars)
         self.extractor = Extractor(model)
-        self.resolver = ConflictResolver(bank, threshold=settings.supersede_threshold)
+        self.resolver = ConflictResolver(bank)
         self.summarizer = Summarizer(model)
         self.last_pack: PromptPack | None = None
         if settings.cold_start:

@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from vecmem.bank import chains, edits, erase, intake, learning, listing, opening, review
+from vecmem.bank import chains, edits, erase, intake, learning, listing, opening, resolving, review
 from vecmem.bank.learning import AddMessagesResult, MessageLearner
 from vecmem.bank.listing import MemoryPage
 from vecmem.bank.resolving import AddResolver, AddResult
@@ -156,11 +156,13 @@ class MemoryBank:
         ``memory_type`` None: the agent's rules type it (fact, preference, instruction or conclusion: "I prefer
         concise code" is a preference, "Always answer in Chinese" an instruction; a fact when no cue says
         otherwise), and ``type_inferred`` says so. Then, unless ``resolve=False``, the agent's supersession
-        decides (agent/writing/conflict.py, through the registered ``AddResolver``: resolving.py): the same statement
-        again is no new memory (``unchanged``, the stored one returned); a new value of a one-value slot, or a
-        change cue with a new value ("我住在上海" after "我住在杭州", "I moved to Shanghai" after "I live in
-        Hangzhou") supersedes every live memory of the slot it revises, within scope (a session's memory only
-        those of its session) -- kept for ``history`` and ``restore``, with ``superseded_by`` set (``replaced``).
+        decides (agent/writing/decide.py, through the registered ``AddResolver``: resolving.py): the same claim
+        again is no new memory (``unchanged``, the stored one returned); a statement that contradicts a memory (the
+        same holder and attribute with another value of a one-value attribute, a negation, a stated change:
+        "我住在上海" after "我住在杭州", "I'm not vegetarian anymore") supersedes it, within scope (a session's memory
+        only those of its session) -- kept for ``history`` and ``restore``, with ``superseded_by`` set
+        (``replaced``); a memory of several facts of which it revises one keeps the others (``revised``). Closeness
+        alone never replaces anything, nor makes a statement a duplicate.
         Restating a superseded memory makes it current again (the one that had replaced it is replaced).
         ``resolve=False`` stores it as given (bulk loads, key-value stores, what the agent already decided).
 
@@ -189,7 +191,9 @@ class MemoryBank:
         explicit = memory_id is not None
         with self._writing([user]):
             if resolve:
-                result = self._resolving().resolve(self, record, lambda given: self._stored(given, explicit))
+                resolver = self._resolving()
+                plan = resolver.decide(record, resolving.gather(self, record, resolver))
+                result = resolving.carry_out(self, record, plan, lambda given: self._stored(given, explicit))
             else:
                 stored, new = self._stored(record, explicit)
                 result = (AddResult("added", stored, reason="stored as given") if new else

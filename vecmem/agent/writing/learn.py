@@ -80,11 +80,8 @@ def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolv
                                                 now=now)
         if not decision.keep:
             return MessageWrite(decision)
-    steps = []
-    for candidate in candidates:
-        resolution = resolver.resolve(candidate, user_id=user_id, session_id=session_id)
-        steps.append((resolution, resolver.apply(candidate, resolution, user_id=user_id, session_id=session_id,
-                                                 provenance=provenance)))
+    steps = [resolver.write(candidate, user_id=user_id, session_id=session_id, provenance=provenance)
+             for candidate in candidates]
     return MessageWrite(decision, tuple(steps))
 
 
@@ -113,7 +110,7 @@ class Learner:
         model = self.model_for(settings)
         gate = WriteGate(model, min_chars=settings.gate_min_chars)
         extractor = Extractor(model)
-        resolver = ConflictResolver(bank, threshold=settings.supersede_threshold)
+        resolver = ConflictResolver(bank)
         written: dict[str, None] = {}  # ids in the order they were written, once each
         replaced: list[tuple[str, str]] = []
         skipped: list[SkippedMessage] = []

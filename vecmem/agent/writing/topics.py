@@ -55,7 +55,8 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
     "editor": {"vscode": ("vs code", "vscode", "visual studio code"), "neovim": ("neovim", "nvim"), "vim": ("vim",),
                "emacs": ("emacs",), "intellij": ("intellij",), "pycharm": ("pycharm",), "webstorm": ("webstorm",),
                "sublime": ("sublime text", "=Sublime"), "cursor": ("=Cursor",), "zed": ("=Zed",),
-               "xcode": ("xcode",), "android studio": ("android studio",)},
+               "xcode": ("xcode",), "android studio": ("android studio",), "helix": ("=Helix", "helix editor"),
+               "goland": ("goland",), "eclipse": ("eclipse",), "notepad++": ("notepad++",)},
     "operating system": {"macos": ("macos", "mac", "os x"), "windows": ("=Windows", "win11", "win10"),
                          "linux": ("linux",), "ubuntu": ("ubuntu",), "debian": ("debian",), "fedora": ("fedora",),
                          "arch linux": ("arch linux",), "wsl": ("wsl",)},
@@ -70,21 +71,51 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
                       "long": ("详细", "详尽", "detailed", "verbose", "thorough", "long")},
     "test framework": {v: (v,) for v in ("jest", "vitest", "pytest", "mocha", "unittest", "junit")},
     "database": {"postgresql": ("postgresql", "postgres"), "mysql": ("mysql",), "sqlite": ("sqlite",),
+                 "tidb": ("tidb",), "oceanbase": ("oceanbase",), "clickhouse": ("clickhouse",), "mariadb": ("mariadb",),
+                 "sql server": ("sql server", "mssql"), "dynamodb": ("dynamodb",), "cassandra": ("cassandra",),
                  "mongodb": ("mongodb",), "redis": ("redis",), "oracle": ("=Oracle",)},
     "framework": {v: (v,) for v in ("react", "vue", "angular", "svelte", "django", "flask", "fastapi", "rails",
                                     "nestjs")} | {"next.js": ("next.js", "nextjs"), "express": ("=Express",),
                                                   "spring": ("spring boot", "=Spring")},
     "cloud": {"aws": ("aws",), "gcp": ("gcp",), "azure": ("azure",), "aliyun": ("阿里云", "aliyun"),
-              "tencent cloud": ("腾讯云",), "huawei cloud": ("华为云",), "vercel": ("vercel",), "heroku": ("heroku",)},
+              "tencent cloud": ("腾讯云",), "huawei cloud": ("华为云",), "vercel": ("vercel",), "heroku": ("heroku",),
+              "fly.io": ("fly.io",), "netlify": ("netlify",), "render": ("=Render",), "railway": ("=Railway",),
+              "cloudflare": ("cloudflare",), "digitalocean": ("digitalocean",)},
+    "browser": {"chrome": ("=Chrome", "chrome浏览器", "谷歌浏览器"), "firefox": ("firefox", "火狐"), "safari": ("=Safari",),
+                "edge": ("=Edge",), "arc": ("=Arc",), "brave": ("=Brave",)},
+    "chat app": {"dingtalk": ("钉钉", "dingtalk"), "feishu": ("飞书", "lark"), "wecom": ("企业微信", "wecom"),
+                 "slack": ("slack",), "teams": ("microsoft teams", "=Teams"), "discord": ("discord",)},
+    "issue tracker": {"jira": ("jira",), "linear": ("=Linear",), "trello": ("trello",), "asana": ("asana",),
+                      "tapd": ("tapd",), "github issues": ("github issues",), "禅道": ("禅道",)},
+    "ci": {"jenkins": ("jenkins",), "github actions": ("github actions",), "gitlab ci": ("gitlab ci", "gitlab-ci"),
+           "circleci": ("circleci",), "travis": ("travis ci", "travis"), "buildkite": ("buildkite",)},
+    "phone": {"iphone": ("iphone", "苹果手机"), "pixel": ("=Pixel",), "huawei phone": ("华为手机", "华为 mate", "=Mate"),
+              "xiaomi phone": ("小米手机",), "samsung": ("samsung", "三星"), "oneplus": ("oneplus", "一加")},
+    "instrument": {"violin": ("violin", "小提琴"), "cello": ("cello", "大提琴"), "piano": ("piano", "钢琴"),
+                   "guitar": ("guitar", "吉他"), "drums": ("drums", "架子鼓"), "flute": ("flute", "长笛"),
+                   "saxophone": ("saxophone", "sax", "萨克斯"), "trumpet": ("trumpet", "小号"), "ukulele": ("ukulele", "尤克里里"),
+                   "guzheng": ("guzheng", "古筝"), "erhu": ("erhu", "二胡")},
+    "drink": {"coffee": ("coffee", "black coffee", "咖啡", "黑咖啡", "美式"), "tea": ("tea", "green tea", "black tea", "茶",
+                                                                                   "绿茶", "红茶", "乌龙茶"),
+              "soy milk": ("soy milk", "豆浆"), "milk": ("=milk", "牛奶"), "juice": ("juice", "果汁"), "beer": ("beer", "啤酒"),
+              "wine": ("=wine", "红酒", "葡萄酒"), "water": ("=water", "白开水")},
+    "work shift": {"day": ("day shift", "day shifts", "白班"), "night": ("night shift", "night shifts", "夜班"),
+                   "early": ("early shift", "早班"), "late": ("late shift", "晚班")},
+    "english variant": {"british": ("british english", "uk english", "british spelling"),
+                        "american": ("american english", "us english", "american spelling")},
+    "notes app": {"notion": ("notion",), "obsidian": ("obsidian",), "evernote": ("evernote", "印象笔记"),
+                  "onenote": ("onenote",), "语雀": ("语雀",)},
 }
 SINGLE_VALUED = frozenset({"residence", "employer", "name", "age", "role", "hometown", "reply language",
-                           "answer length", "indentation"})
+                           "answer length", "indentation", "team", "car", "phone", "browser", "chat app",
+                           "issue tracker", "ci", "work shift", "english variant", "commute"})
 _ANSWERING = r"回答|回复|答复|解释|跟用户说|和用户说|跟我说|和我说|对我说|\banswer|\brepl(?:y|ies)\b|\brespond|\bresponses?\b|" \
              r"\bexplanations?\b|\bexplain\b|\btalk to (?:me|the user)\b"
 # lexicon slots whose values are ordinary words elsewhere count only in a statement of their context
 _CONTEXT = {
     "reply language": re.compile(_ANSWERING, re.IGNORECASE),
     "answer length": re.compile(_ANSWERING, re.IGNORECASE),
+    "phone": re.compile(r"手机|phone", re.IGNORECASE),
     "indentation": re.compile(r"缩进|制表符|indent|\btabs?\b.{0,30}\bspaces\b|\bspaces\b.{0,30}\btabs?\b", re.IGNORECASE),
 }
 
@@ -109,33 +140,36 @@ def _aliases() -> list[tuple[str, str, str]]:
     return sorted(found, key=lambda item: (-len(item[0].lstrip("=")), item[0]))  # "arch linux" before "linux"
 
 
-_ALIASES = _aliases()
-_LOOKUP = {alias.lstrip("=").casefold(): (slot, value) for alias, slot, value in _ALIASES}
-_VALUE = re.compile("|".join(_alias_pattern(alias) for alias, _slot, _value in _ALIASES), re.IGNORECASE)
+ALIASES = _aliases()  # (alias, slot, canonical value), longest first
+_LOOKUP = {alias.lstrip("=").casefold(): (slot, value) for alias, slot, value in ALIASES}
+_VALUE = re.compile("|".join(_alias_pattern(alias) for alias, _slot, _value in ALIASES), re.IGNORECASE)
 _SKILL = re.compile(r"学过|学习|在学|正在学|会写|会用|懂|熟悉|了解|\blearn(?:ed|ing|t)?\b|\bstud(?:y|ied|ying)\b|"
                     r"\bfamiliar with\b|\bexperience (?:with|in)\b|\byears of\b", re.IGNORECASE)
 _NEGATION = re.compile(r"不再用|不再|不用|不想用|不喜欢|不爱|讨厌|受不了|别(?!人)再?用?|不要用|不要|弃用|放弃|抛弃|没再用|而不是|"
                        r"\bno longer\b|\bnot\b|n't\b|\bnever\b|\binstead of\b|\brather than\b|\bover\b|"
                        r"\bstop(?:ped)? using\b|\bquit\b|\banymore\b", re.IGNORECASE)
 _FROM_TO = re.compile(r"\bfrom\b.{1,40}?\bto\b|从.{1,20}?(?:换成|改成|改用|换到|转到|迁移到|到)", re.IGNORECASE)
-_POSITIVE = re.compile(r"改用|换成|换用|改成|改为|转向|\bswitch(?:ed|ing)? (?:over )?to\b|\bmov(?:ed|ing) to\b|"
+_POSITIVE = re.compile(r"改用|换成|换用|改成|改为|转向|迁到|迁移到|改喝|改吃|\bswitch(?:ed|ing)? (?:over )?to\b|\bmov(?:ed|ing) to\b|"
                        r"\bchanged? to\b|\bnow (?:use|prefer)s?\b", re.IGNORECASE)
 _CLAUSE_BREAK = re.compile(r"[，,;；。!?！？]\s*|\.(?:\s|$)|\bbut\b|但是|不过|而是", re.IGNORECASE)
 _CHANGE = re.compile(
     r"以后|今后|从现在(?:开始|起)|往后|改用|换成|换用|改成|改为|不再|不用\S*了|不\S{1,6}了|现在(?:改)?用|其实|更正|搬到|搬去|搬家|跳槽|"
     r"\bfrom now on\b|\bgoing forward\b|\bswitch(?:ed|ing)? (?:over )?(?:to|from)\b|\binstead\b|\bno longer\b|\banymore\b|"
     r"\bany more\b|\bnow (?:i |we |the user )?(?:use|prefer)s?\b|\bactually\b|\bchanged? to\b|\bmov(?:ed|ing) to\b|"
-    r"\brelocated\b|\blet'?s use\b|\bnot .{1,30} but\b", re.IGNORECASE)
+    r"\brelocated\b|\blet'?s use\b|\bnot .{1,30} but\b|\brewr(?:ote|itten)\b|\bmigrated\b|重写|迁到|迁移到|升级到|改喝|改吃",
+    re.IGNORECASE)
 
-_ZH_SUBJECT = r"(?:^|用户和其他人|用户|我)(?:现在|目前|如今|一直|也|还|已经|刚|刚刚|平时|本人)*"
-_EN_SUBJECT = r"(?:^|\b(?:the user and others|the user|i|user)\s+)(?:(?:now|currently|still|also|just|recently|finally|actually)\s+)*"
+_ZH_SUBJECT = r"(?:^|用户和其他人|用户|我)(?:现在|目前|如今|一直|也|还|已经|刚|刚刚|平时|本人|以前|之前|曾经|原来|过去|不再|不|没有|没|上个月|上周|去年|今年|最近|前段时间|刚才|也已经)*"
+_EN_SUBJECT = r"(?:^|\b(?:the user and others|the user|i|user)\s+)(?:(?:now|currently|still|also|just|recently|finally|actually|" \
+              r"don't|do not|doesn't|does not|didn't|no longer|never|used to|previously|formerly|once)\s+)*"
 _ROLE_ZH = (r"工程师|程序员|开发者?|经理|设计师|学生|老师|教师|医生|护士|研究员|分析师|架构师|顾问|作家|律师|会计|创始人|实习生|"
             r"运营|科学家|博士生?|研究生|本科生|主管|总监|负责人")
 _ROLE_EN = (r"engineer|developer|programmer|scientist|manager|designer|student|teacher|professor|doctor|nurse|"
             r"researcher|analyst|architect|consultant|writer|lawyer|accountant|founder|ceo|cto|intern|freelancer|"
             r"artist|musician|photographer|chef|lead|administrator|admin|devops|sre")
 _ZH_VALUE = r"(?P<value>[^，,。；;！!？?\s了的]{1,12})"
-_EN_VALUE = r"(?P<value>[\w.'&\-]+(?: (?!(?:and|but|on|in|at|for|with|since|because|near|as|to|from|of|now)\b)[\w.'&\-]+){0,3})"
+_EN_VALUE = r"(?P<value>[\w.'&\-]+(?: (?!(?:and|but|on|in|at|for|with|since|because|near|as|to|from|of|now|last|this|next|" \
+            r"yesterday|recently|ago|these|a|an|the|two|three|few|several|for)\b)[\w.'&\-]+){0,3})"
 _PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((slot, re.compile(pattern, re.IGNORECASE)) for slot, pattern in (
     ("residence", _ZH_SUBJECT + r"(?:住在|居住在|住于|现居|定居在?|生活在|搬到了?|搬去了?|搬家到了?)" + _ZH_VALUE),
     ("residence", _EN_SUBJECT + r"(?:lives?|lived|living|am living|is living|moved|has moved|have moved|relocated|"
@@ -154,12 +188,24 @@ _PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((slot, re.compile(p
     ("name", _EN_SUBJECT + r"(?:am|is) (?:named|called)\s+" + _EN_VALUE),
     ("name", r"\b(?:call me|calls? themselves)\s+" + _EN_VALUE),
     ("age", _ZH_SUBJECT + r"(?:今年)?(?P<value>\d{1,3}|[一二三四五六七八九十]{1,3})岁"),
-    ("age", _EN_SUBJECT + r"(?:am|is|turned)\s+(?P<value>\d{1,3})(?:\s+years?\s+old|\s*$)"),
+    ("age", _EN_SUBJECT + r"(?:am|is|turned)\s+(?P<value>\d{1,3})(?:\s+years?\s+old|\s*(?:now|already|this year)?\s*[.!]?\s*$)"),
     ("employer", _ZH_SUBJECT + r"在(?!家|公司|这|那|远程)(?P<value>[^，,。；;\s]{2,12}?)(?:做|当|担任)(?:一名|一个|一位)?"
                                r"[^，,。；;\s]{0,6}?(?:" + _ROLE_ZH + ")"),
     ("role", _ZH_SUBJECT + r"在[^，,。；;\s]{2,12}?(?:做|当|担任)(?:一名|一个|一位)?(?P<value>[^，,。；;\s]{0,6}?(?:" + _ROLE_ZH + "))"),
-    ("role", _ZH_SUBJECT + r"(?:是|做|当|担任)(?:一名|一个|一位|个)?(?P<value>[^，,。；;\s]{0,8}?(?:" + _ROLE_ZH + "))"),
+    ("role", _ZH_SUBJECT + r"(?:在[^，,。；;\s]{1,8}?)?(?:是|做|当|担任)(?:一名|一个|一位|个)?(?P<value>[^，,。；;\s]{0,8}?(?:" + _ROLE_ZH + "))"),
     ("role", _EN_SUBJECT + r"(?:am|is|works? as|worked as)\s+(?:a|an)\s+(?P<value>(?:[\w\-]+ ){0,3}?(?:" + _ROLE_EN + r"))\b"),
+    ("team", _EN_SUBJECT + r"(?:am|is|'m)\s+(?:now\s+)?on\s+the\s+(?P<value>[\w\-]+(?: [\w\-]+)?)\s+team\b"),
+    ("team", _ZH_SUBJECT + r"在(?P<value>[^，,。；;\s]{1,8}?)(?:组|团队|小组)(?:$|[，,。；;了])"),
+    ("car", _EN_SUBJECT + r"(?:drives?|drove)\s+(?:a|an)\s+(?P<value>(?:[\w\-]+ ){0,3}[\w\-]+)"),
+    ("car", _ZH_SUBJECT + r"开(?:的是)?(?:一辆)?(?P<value>[^，,。；;！!？?]{2,16}?)(?:上班)?(?:$|[，,。；;了])"),
+    ("name", r"(?:称呼我为|称呼我|叫我|称呼用户为|叫用户)(?P<value>[^，,。；;！!？?\s了就吧]{1,8})"),
+    ("commute", _ZH_SUBJECT + r"(?:每天|平时|一般|都|改|现在|也)*(?:坐|乘|搭|骑|开|打)(?:着)?(?P<value>地铁|公交车?|电动车|自行车|单车|"
+                              r"车|出租车|高铁|火车|摩托车|班车)?(?:去)?(?:上班|上学|通勤)"),
+    ("commute", _EN_SUBJECT + r"(?:commutes?|commuted|go|goes|get|gets)\s+(?:to work\s+)?(?:by|on)\s+(?:the\s+)?"
+                              r"(?P<value>car|bus|train|subway|metro|tube|bike|bicycle|foot|ferry|scooter)"),
+    ("commute", _EN_SUBJECT + r"(?:take|takes|took|ride|rides|rode)\s+(?:the\s+|a\s+|my\s+)?"
+                              r"(?P<value>train|bus|subway|metro|tube|bike|ferry|scooter)(?:\s+to work)?\b"),
+    ("commute", _EN_SUBJECT + r"(?P<value>drive|drives|drove|bike|bikes|biked|walk|walks|walked|cycle|cycles|cycled)\s+to\s+work"),
     ("hometown", _ZH_SUBJECT + r"(?:来自|老家(?:在|是)|出生在|出生于)" + _ZH_VALUE),
     ("hometown", _ZH_SUBJECT + r"是(?P<value>[^，,。；;\s的]{2,6})人$"),
     ("hometown", _EN_SUBJECT + r"(?:am from|is from|comes? from|came from|grew up in|was born in)\s+" + _EN_VALUE),
@@ -210,8 +256,9 @@ def _holder(text: str) -> str:
 
 
 @lru_cache(maxsize=8192)  # a pure function of the text, asked again for the same memories on every write
-def facets(text: str) -> tuple[Facet, ...]:
-    """Every facet of a statement (see the module docstring), in order of appearance."""
+def facets(text: str, context: str | None = None) -> tuple[Facet, ...]:
+    """Every facet of a statement (see the module docstring), in order of appearance. ``context``: the whole
+    statement when ``text`` is one clause of it ("回答我的时候请用中文，简洁一点": 简洁 is about answering)."""
     holder = _holder(text)
     negations = _negations(text)
     # a learning verb makes the rest of its clause a skill ("学过 Rust", "I learned Go"), not a choice
@@ -221,8 +268,8 @@ def facets(text: str) -> tuple[Facet, ...]:
     named: list[tuple[tuple[int, int], Facet | None]] = []  # each lexicon value's span, and its facet if it counts
     for match in _VALUE.finditer(text):
         slot, value = _LOOKUP[match.group(0).casefold()]
-        context = _CONTEXT.get(slot)
-        counts = (context is None or context.search(text)) and not _last_mark(skills, match.start())
+        needs = _CONTEXT.get(slot)
+        counts = (needs is None or needs.search(context or text)) and not _last_mark(skills, match.start())
         facet = Facet(slot, value, _last_mark(negations, match.start()), holder) if counts else None
         named.append((match.span(), facet))
         if facet is not None:
