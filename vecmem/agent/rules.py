@@ -34,6 +34,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vecmem.agent.writing.claims import looks_like_code, times
 from vecmem.agent.writing.topics import has_change_cue, keyword_tags, topic_slots
 
 # the one planted-instruction rule, which every write path applies (intake.py); re-exported for the agent
@@ -46,6 +47,7 @@ __all__ = [
     "classify",
     "content_problem",
     "information_units",
+    "work_statement",
     "is_identity",
     "is_emphatic",
     "is_filler",
@@ -136,7 +138,8 @@ def information_units(text: str) -> int:
 # "I'm a nurse", "I am vegetarian": who the user is, in one English word where Chinese takes several characters
 # (我是护士, 我是素食者), so a whole fact however few units it counts; a passing state ("I'm tired", "I'm so
 # excited", "I'm doing well") is not one
-_IDENTITY = re.compile(r"^(?:i'm|i am)\s+(?:(an?)\s+)?([a-z][a-z-]*[a-z])\s*[.!。！]*$", re.IGNORECASE)
+_IDENTITY = re.compile(r"^(?:i'm|i am|i have|i've got|i own)\s+(?:(an?|two|three|four|\d+)\s+)?([a-z][a-z-]*[a-z])\s*[.!。！]*$",
+                       re.IGNORECASE)
 _DEGREE = frozenset("so very really too quite pretty kinda sorta bit little such just".split())
 _PASSING_STATES = frozenset("""
 happy sad sorry fine sure ready busy hungry thirsty sick ill late early back here there home ok okay glad angry
@@ -198,6 +201,8 @@ _CONCLUSION = _any(
 # "总是" inside a statement ("特别开心", "它总是躲着") are not instructions.
 _INSTRUCTION = _any(
     r"^(?:你)?(?:以后|今后|从现在(?:开始|起)|往后|总是|每次|永远|始终|不要|别|千万别|请(?!问)|务必|一定要|必须|记得)",
+    r"(?<!申)请(?!问|教|假|客|求|你帮|帮)", r"(?:回答|回复|解释|写代码|写\s*\w+\s*代码|代码|提交|部署|推送|上线)\S{0,4}(?:时|的时候|前|之前)",
+    r"统一(?:用|使用|写|为)|一律|尽量|多(?:举|写|用|给|加)|少(?:用|写|说)",
     r"(?:你|助手)(?:以后|今后)?(?:要|得|必须|一定要|务必|不要|别|总是|每次|永远|始终)",
     r"^(?:please|always|never|don'?t|do not|from now on|make sure|stop (?:using|saying|adding)|avoid|must)\b",
     r"\b(?:you|the assistant) (?:should|must|always|never|need to|have to)\b", r"\bplease\b", r"\bfrom now on\b",
@@ -257,7 +262,9 @@ _HABIT = _any(
     r"以后", r"今后", r"从现在(?:开始|起)", r"往后", r"每次", r"总是", r"一直", r"始终", r"永远", r"时候", r"时[，,]?(?:都|要|请|用|先)",
     r"一律", r"都要", r"都用", r"默认", r"统一",
     r"\balways\b", r"\bnever\b", r"\bfrom now on\b", r"\bwhenever\b", r"\bevery time\b", r"\beach time\b",
-    r"\bby default\b", r"\bin (?:the )?future\b", r"\bgoing forward\b", r"\bfrom here on\b",
+    r"\bby default\b", r"\bin (?:the )?future\b", r"\bgoing forward\b", r"\bfrom here on\b", r"\binstead\b",
+    # a way of doing a kind of thing, not one thing to do: "Write code examples in JavaScript"
+    r"^(?:write|give me|show|use)\s+(?:\w+\s+)?\w+s\s+(?:in|with|as|using)\b",
 )
 _HEDGE = _any(r"\bi'?m not (?:sure|certain)\b", r"\bi am not (?:sure|certain)\b", r"\bi (?:don'?t|do not) know\b",
               r"\bi dunno\b", r"\bi have no idea\b", r"^(?:我)?(?:也|还)?不(?:太)?(?:知道|确定|清楚)", r"^我(?:也|还)?没想好")
@@ -348,6 +355,55 @@ def classify(text: str) -> Classification:
     if match := _FACT.search(stripped):
         return Classification("fact", f"first-person fact cue '{match.group(0)}'")
     return Classification(None, NO_CUE)
+
+
+# what a user tells an assistant about their work, however it is phrased: a convention or a command to follow
+# ("Run pytest -x before you push", "部署前先跑一遍单元测试"), and facts naming a server, a ticket, a version, a
+# table, a tool ("Host web-02 runs nginx 1.26", "工单 OPS-1432 是支付超时的问题")
+_WORK_WORDS = _any(
+    r"代码|函数|变量|注释|提交|分支|部署|上线|发布|测试|单测|接口|服务|服务器|数据库|表|字段|日志|配置|环境|集群|仓库|工单|需求|版本|"
+    r"脚本|依赖|镜像|容器|后端|前端|账号|密码|端口|域名|项目|团队|文档|流水线|构建|编译|缩进|格式|命名",
+    r"\b(?:code|function|variable|comment|commit|branch|deploy|release|test|tests|api|service|server|host|database|db|"
+    r"table|column|log|logs|config|env|environment|cluster|repo|repository|ticket|issue|version|script|dependency|"
+    r"image|container|backend|frontend|account|password|port|domain|project|team|docs|pipeline|build|ci|cd|lint|"
+    r"staging|prod|production|bucket|queue|cron|job|endpoint|schema|migration|yaml|json|indentation|push|pr)s?\b",
+)
+_IMPERATIVE = _any(
+    r"^(?:(?:always|please|never|just)\s+)?(?:run|use|write|give|show|explain|commit|push|deploy|format|keep|add|put|name|prefix|follow|include|"
+    r"mention|answer|reply|respond|test|lint|tag|merge|rebase|squash|bump|pin|install|set|wrap|indent|sort|cite|store|"
+    r"save|avoid|prefer|document|branch|ping|call|open|close|label|assign|mark|ship|stick|default)\b",
+    r"^(?:先|统一|一律|都|尽量|多|少|记得|提交前|部署前|上线前|推送前|发布前)",
+)
+_IDENTIFIER_LIKE = re.compile(r"`[^`]+`|(?<![\w.])(?=[\w.\-/:@]*\d)[A-Za-z][\w.\-/:@]*[A-Za-z0-9]|\b[A-Za-z]+(?:[_\-./:@]"
+                              r"[A-Za-z0-9]+)+\b|\b\d+(?:\.\d+)+\b|(?<![\w.])\d{2,}(?![\w.])")
+_MANNER = re.compile(r"\b(?:as|in|for|with|using|instead|by default)\b", re.IGNORECASE)
+_NAMED_SUBJECT = re.compile(r"^(?-i:[A-Z][a-z]+)\s+(?-i:[a-z]+s)\b")
+
+
+def work_statement(text: str) -> Classification | None:
+    """A statement to an assistant about the user's work or world that no first-person cue marks: an imperative
+    about work is an instruction, a statement naming an identifier, a version or a work noun a fact ("Host web-02
+    runs nginx 1.26", "Emma plays the cello now"); None for what carries too little (chit-chat, "today is
+    nice")."""
+    stripped = text.strip()
+    if is_question(stripped) or is_request(stripped) or is_filler(stripped) or _SMALL_TALK.search(stripped):
+        return None
+    if information_units(stripped) < 3:
+        return None
+    work = _WORK_WORDS.search(stripped)
+    if _IMPERATIVE.search(stripped) and (work or _IDENTIFIER_LIKE.search(stripped) or _MANNER.search(stripped)):
+        return Classification("instruction", f"a convention to follow '{(work or _IMPERATIVE.search(stripped)).group(0)}'")  # type: ignore[union-attr]
+    if looks_like_code(stripped):
+        return Classification("fact", "a command or a query")
+    if ident := _IDENTIFIER_LIKE.search(stripped):
+        return Classification("fact", f"names '{ident.group(0)}'")
+    if times(stripped) or (re.search(r"\d", stripped) and information_units(stripped) >= 4):
+        return Classification("fact", "a time, a date or a number")
+    if work:
+        return Classification("fact", f"about work '{work.group(0)}'")
+    if _NAMED_SUBJECT.search(stripped):
+        return Classification("fact", "about someone by name")
+    return None
 
 
 def is_emphatic(text: str) -> bool:

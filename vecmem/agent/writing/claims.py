@@ -34,7 +34,7 @@ from functools import lru_cache
 from vecmem.agent.writing import topics
 from vecmem.text import has_cjk
 
-__all__ = ["Claim", "claims", "content_words", "mentions", "normalized", "states_change", "value_tokens", "without_claims"]
+__all__ = ["Claim", "claims", "content_words", "looks_like_code", "mentions", "times", "normalized", "states_change", "value_tokens", "without_claims"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,7 @@ def _stem(word: str) -> str:
 def normalized(text: str) -> str:
     """The form two wordings of the same statement share (module docstring)."""
     text = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
+    text = re.sub(r"(?<=[a-z])'s\b", "", text)  # "the user's daughter's name": whose, not a word of its own
     for short, long in _CONTRACTIONS:
         text = text.replace(short, long)
     text = _EN_SELF.sub(lambda m: "user's" if m.group(0) in ("the user's", "my", "mine") else "user", text)
@@ -182,6 +183,11 @@ if run use set add don't do not no yes also and but so then there here what whic
 _CODE_LIKE = re.compile(r"^\s*(?:select|insert|update|delete|create|drop|alter|with)\b|\b(?:npm|pnpm|yarn|pip|git|"
                         r"docker|kubectl|make|cargo|go|python3?|pytest|curl|ssh|sudo|brew|apt(?:-get)?)\s+[\w\-]",
                         re.IGNORECASE)
+def looks_like_code(text: str) -> bool:
+    """A code span, a command or a query ("SELECT * FROM users WHERE id = 1", "npm run lint")."""
+    return bool(_CODE_SPAN.search(text) or _CODE_LIKE.search(_CODE_SPAN.sub(" ", text)))
+
+
 _NEGATION_MARK = re.compile(r"\b(?:not|no|never|no longer|none|nothing|without)\b|n't\b|不|没|别|无|非|戒|未", re.IGNORECASE)
 
 
@@ -263,9 +269,11 @@ def _holder(clause: str) -> tuple[str, int, bool]:
     if match := _ZH_HOLDER.match(clause):
         holder = match.group("holder")
         return ("group", 0, True) if holder in ("团队", "公司", "项目", "组", "部门") else (holder, match.end(), True)
-    if _EN_USER_SUBJECT.match(clause) or clause.startswith(("我", "用户")):
+    match = _EN_HOLDER.match(clause)
+    if (match is None or not match.group("owned")) and (_EN_USER_SUBJECT.match(clause)
+                                                        or clause.startswith(("我", "用户"))):
         return "user", 0, True
-    if match := _EN_HOLDER.match(clause):
+    if match is not None:
         holder = (match.group("owned_name") or match.group("owned") or match.group("thing")
                   or match.group("name")).casefold()
         if holder not in _EN_PRONOUN_HOLDERS and holder not in ("user", "name") and holder not in _NOT_HOLDER_NAMES:
@@ -303,6 +311,7 @@ _SCHEDULE_NOISE = re.compile(r"用户|我们|我|每天|每周|每晚|每早|每
                              r"提前到|推迟到|开始|都|在|了|的|是|也|还|会|要|去|早上|上午|中午|下午|晚上|傍晚|凌晨|夜里|左右|"
                              r"[0-9零〇一二两三四五六七八九十半刻点分时:]|\s+", re.IGNORECASE)
 _EN_SCHEDULE_STOP = _STOP | frozenset("""
+i i'm
 every each daily weekly morning mornings evening evenings night nights afternoon am pm a.m p.m o'clock clock
 around about usually normally moved changed switched start starts started go goes going get gets got we our
 is are at on now instead every day days week weeks sharp later earlier time
@@ -382,8 +391,8 @@ def _does(clause: str, holder: str, cut: int, past: bool, offset: int) -> list[C
     one after a verb of stopping) so that "I was tired" denies nothing."""
     key = _does_key(clause[cut:])
     stop = bool(_STOP_VERB.search(clause))
-    named = len(key) == 1 and re.search(rf"\b{re.escape(key[0])}", clause) and re.search(
-        rf"\b[A-Z]{re.escape(key[0][1:])}", clause)  # "I was at Netflix until March"
+    named = len(key) == 1 and key[0].isascii() and re.search(  # "I was at Netflix until March"
+        rf"\b{re.escape(key[0][:1].upper() + key[0][1:])}", clause)
     if len(key) < 2 and not (stop and key) and not named:
         return []
     negated = bool(_CLAIM_NEGATION.search(clause)) or stop
@@ -500,10 +509,10 @@ _EN_WRITTEN_IN = re.compile(r"(?:write|writing|keep)\s+(?:all\s+|the\s+|my\s+|yo
                             r"(?P<value>english|chinese|japanese)|(?P<attr2>code comments|comments|commit messages?|variable "
                             r"names|docs|documentation|logs|pr descriptions)\s+(?:should|must)\s+be\s+(?:written\s+)?in\s+"
                             r"(?P<value2>english|chinese|japanese)", re.IGNORECASE)
-_EN_HOW = re.compile(r"^(?:(?:always|please|and)\s+)*(?:format|write|show|display|give|express|report|put|print|render)\s+"
+_EN_HOW = re.compile(r"^(?:the user wants the assistant to\s+)?(?:(?:always|please|and)\s+)*(?:format|write|show|display|give|express|report|put|print|render)\s+"
                      r"(?P<attr>[\w\s\-]{2,30}?)\s+(?:as|in|using|with)\s+(?P<value>[^,;]+?)"
                      r"(?:\s+(?:from now on|going forward|please|by default|instead))?\s*[.!]?$", re.IGNORECASE)
-_EN_USE_FOR = re.compile(r"^(?:(?:always|please|and)\s+)*(?:use|prefer)\s+(?P<value>[\w\s\-/+#.]{2,30}?)\s+(?:for|in|when "
+_EN_USE_FOR = re.compile(r"^(?:the user wants the assistant to\s+)?(?:(?:always|please|and)\s+)*(?:use|prefer)\s+(?P<value>[\w\s\-/+#.]{2,30}?)\s+(?:for|in|when "
                          r"writing)\s+(?P<attr>[^,;]+?)(?:\s+(?:from now on|going forward|please|by default|instead))?\s*[.!]?$",
                          re.IGNORECASE)
 
@@ -569,8 +578,8 @@ def claims(text: str) -> tuple[Claim, ...]:
         these += _diet(clause, holder, negated, past, offset)
         if not these:
             these += _schedule(clause, holder, past, offset)
-        if not these and holder in ("user", "group"):
-            these += _owned(clause, offset) or _how(clause, offset)
+        if holder in ("user", "group"):
+            these += (_owned(clause, offset) if not these else []) or _how(clause, offset)
         if not these:
             these = _inherited(clause, found, offset)
         if (negated or past or _STOP_VERB.search(clause)) and not any(claim.negated or claim.past for claim in these):

@@ -27,6 +27,7 @@ Similarity finds the candidates (the bank gathers them: bank/resolving.py); a co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace as with_fields
 
 from vecmem.agent import rules
 from vecmem.agent.writing import topics
@@ -68,9 +69,15 @@ def _same_holder(new: Claim, old: Claim) -> bool:
     return new.holder == old.holder or ({new.holder, old.holder} == {"user", "group"} and (new.elided or old.elided))
 
 
+def _same_attribute(new: str, old: str) -> bool:
+    """The same attribute; a choice said without a part of the day or a place ("I don't drink coffee anymore")
+    covers the ones said with one ("I drink coffee every morning")."""
+    return new == old or ("@" not in new and old.split("@")[0] == new)
+
+
 def contradicts(new: Claim, old: Claim, *, change: bool) -> bool:
     """Whether the new claim makes the old one no longer current (the module docstring, step 2)."""
-    if not _same_holder(new, old) or new.attribute != old.attribute or old.past:
+    if not _same_holder(new, old) or not _same_attribute(new.attribute, old.attribute) or old.past:
         return False
     same = _same_value(new.value, old.value)
     if new.past:  # "used to X": X is no longer current
@@ -127,8 +134,11 @@ def _revised(new_claims: Sequence[Claim], old: MemoryRecord, *, change: bool) ->
     for claim in new_claims:  # "I quit smoking": what the old memory says its holder does
         if claim.attribute.startswith("does:") and (said := claims_mentions(old.content, claim)) is not None:
             old_claims.append(said)
-    return [old_claim for old_claim in old_claims
-            if any(contradicts(new, old_claim, change=change) for new in new_claims)]
+    gone = [old_claim for old_claim in old_claims if any(contradicts(new, old_claim, change=change) for new in new_claims)]
+    deeds = [claim.span for claim in gone if claim.attribute.startswith("does:")]
+    # what the clause of a deed that ended says goes with it ("I play tennis on Saturdays": its day too)
+    return gone + [claim for claim in old_claims if claim not in gone
+                   and any(start <= claim.span[0] < end for start, end in deeds)]
 
 
 def _why(new_claims: Sequence[Claim], gone: Sequence[Claim], memory_id: str) -> str:
@@ -162,6 +172,18 @@ def _says_more(old: MemoryRecord, gone: list[Claim], new_claims: Sequence[Claim]
                for claim in claims(old.content))
 
 
+def _substituted(old: str, gone: list[Claim], new: str, new_claims: Sequence[Claim]) -> str | None:
+    """The old memory with the new value in place of the one revised, when one tool or language of a statement
+    that says more changed ("写 Python 的时候用 unittest 写测试" -> "写 Python 的时候用 pytest 写测试")."""
+    if len(gone) != 1 or gone[0].attribute.split("@")[0] not in topics.SLOTS:
+        return None
+    replacement = next((c for c in new_claims if c.attribute == gone[0].attribute and not c.negated and not c.past), None)
+    if replacement is None:
+        return None
+    start, end = gone[0].span
+    return old[:start] + new[replacement.span[0]:replacement.span[1]] + old[end:]
+
+
 def claims_overlap(text: str, gone: Claim) -> bool:
     return any(claim.attribute == gone.attribute and claim.holder == gone.holder and claim.value == gone.value
                for claim in claims(text))
@@ -180,6 +202,10 @@ def decide(record: MemoryRecord, candidates: Sequence[Known]) -> Plan:
     new_claims = claims(text)
     if not new_claims:
         return Plan("add", "new information")
+    said = claims(record.context) if record.context else ()
+    if said and all(claim.elided for claim in said if claim.holder == "user"):  # the user named no subject: the
+        # third person's "用户" in front is the rewrite's, not theirs ("数据库已经迁到 TiDB 了")
+        new_claims = tuple(with_fields(c, elided=True) if c.holder == "user" else c for c in new_claims)
     change = states_change(text) or (bool(record.context) and states_change(record.context))
     replace: list[str] = []
     rewrite: list[tuple[str, str]] = []
@@ -193,7 +219,9 @@ def decide(record: MemoryRecord, candidates: Sequence[Known]) -> Plan:
             continue
         rest = _leftover(old.content, gone, text)
         if rest is None and _says_more(old, gone, new_claims):
-            continue  # it also says what the new statement does not restate, and cannot be cut: keep both
+            rest = _substituted(old.content, gone, text, new_claims)
+            if rest is None:
+                continue  # it also says what the new statement does not restate, and cannot be cut: keep both
         reasons.append(_why(new_claims, gone, old.id))
         if rest is None:
             replace.append(old.id)

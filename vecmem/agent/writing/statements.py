@@ -73,6 +73,11 @@ _PAST_START = re.compile(r"^(?:(?:also|now|just|recently|finally)\s+)*(?:moved|s
                          re.IGNORECASE)
 _DIRECTIVE_START = re.compile(r"^(?:以后|今后|从现在|往后|每次|总是|请|不要|别|务必|一定要|please\b|always\b|never\b|"
                               r"don'?t\b|do not\b|from now on\b|let'?s\b)", re.IGNORECASE)
+# a change over time: a clause placing a value in the past, and the next one giving the present one
+_THEN = re.compile(r"以前|之前|曾经|原来|过去|\bused to\b|\bpreviously\b|\bformerly\b|\b(?:was|were)\b.*\buntil\b|"
+                   r"\b(?:was|were)\s+\w+ing\b", re.IGNORECASE)
+_NOW = re.compile(r"^(?:(?:and|but|so)\s+)?(?:now|these days|nowadays|today)\b|^(?:但是?|不过|可是)?(?:现在|如今|目前|后来)",
+                  re.IGNORECASE)
 _PRONOUN_OBJECT = re.compile(r"^\w+\s+(?:it|that|this|them|those)\W*$", re.IGNORECASE)
 
 
@@ -145,6 +150,8 @@ def clauses(sentence: str) -> list[_Clause]:
         if (alone and elided and found and not facets(piece)
                 and rules.is_task_context(piece) == rules.is_task_context(found[-1].text)):
             alone = False  # "我是后端工程师，有五年经验": a continuation naming no topic of its own elaborates
+        if alone and found and _NOW.match(piece) and _THEN.search(found[-1].text):
+            alone = False  # "I used to live in Paris, now I'm in Rome": one change over time, told as one fact
         if alone or not found:
             found.append(_Clause(_OPENERS.sub("", piece) or piece, elided))
         else:
@@ -152,7 +159,9 @@ def clauses(sentence: str) -> list[_Clause]:
     return found
 
 
-def _judge(clause: _Clause, now: datetime | None = None) -> tuple[str | None, str]:
+def _judge(clause: _Clause, now: datetime | None = None, *, to_assistant: bool = True) -> tuple[str | None, str]:
+    """The clause's type and why, or None and why not. ``to_assistant``: said to an assistant (not between people),
+    where what the user tells of their work is worth keeping however it is phrased (``rules.work_statement``)."""
     text = clause.text
     if rules.is_question(text):
         return None, "a question, not a statement to remember"
@@ -163,6 +172,10 @@ def _judge(clause: _Clause, now: datetime | None = None) -> tuple[str | None, st
     found = rules.classify(text)
     if found.memory_type is None and found.reason == rules.NO_CUE and (event := event_reason(text, now)):
         return "fact", event  # "went to a support group yesterday": what happened is a fact about its speaker
+    if found.memory_type is None and found.reason == rules.NO_CUE and to_assistant:
+        work = rules.work_statement(clause.text)
+        if work is not None:
+            return work.memory_type, work.reason
     if (found.memory_type is not None and rules.information_units(clause.text) < rules.MIN_INFORMATION
             and not rules.is_identity(text)):  # "I'm a nurse" is a fact, as "我是护士" is
         return None, f"too little information ({found.reason}, fewer than {rules.MIN_INFORMATION} content units)"
@@ -173,13 +186,14 @@ def _slot_keys(content: str) -> set[tuple[str, str]]:
     return {(facet.slot, facet.holder) for facet in facets(content)}
 
 
-def _judged(message: str, now: datetime | None = None) -> Iterator[tuple[_Clause, str, str | None, str]]:
+def _judged(message: str, now: datetime | None = None, *,
+            to_assistant: bool = True) -> Iterator[tuple[_Clause, str, str | None, str]]:
     """(clause, the sentence's remember-opening, type or None, reason) for every clause of the message."""
     for sentence in split_sentences(message) or [message]:
         opening = rules.REMEMBER_PREFIX.match(sentence)
         body = sentence[opening.end():] if opening else sentence
         for clause in clauses(body or sentence):
-            yield (clause, opening.group(0) if opening else "", *_judge(clause, now))
+            yield (clause, opening.group(0) if opening else "", *_judge(clause, now, to_assistant=to_assistant))
 
 
 def why_not(message: str, now: datetime | None = None) -> str:
@@ -193,7 +207,7 @@ def statements(message: str, *, speaker: str | None = None, now: datetime | None
     ``speaker`` by name when given (else "the user"), a relative date read against ``now`` (``events.dated``)."""
     found: list[Statement] = []
     keys: list[set[tuple[str, str]]] = []
-    for clause, opening_text, memory_type, reason in _judged(message, now):
+    for clause, opening_text, memory_type, reason in _judged(message, now, to_assistant=speaker is None):
         if memory_type is None:
             continue
         if speaker is not None and memory_type == "instruction" and not rules.has_first_person(clause.text):

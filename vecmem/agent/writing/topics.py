@@ -99,10 +99,10 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
                                                                                    "绿茶", "红茶", "乌龙茶"),
               "soy milk": ("soy milk", "豆浆"), "milk": ("=milk", "牛奶"), "juice": ("juice", "果汁"), "beer": ("beer", "啤酒"),
               "wine": ("=wine", "红酒", "葡萄酒"), "water": ("=water", "白开水")},
-    "work shift": {"day": ("day shift", "day shifts", "白班"), "night": ("night shift", "night shifts", "夜班"),
-                   "early": ("early shift", "早班"), "late": ("late shift", "晚班")},
-    "english variant": {"british": ("british english", "uk english", "british spelling"),
-                        "american": ("american english", "us english", "american spelling")},
+    "work shift": {"day shift": ("day shifts", "白班"), "night shift": ("night shifts", "夜班"),
+                   "early shift": ("早班",), "late shift": ("晚班",)},
+    "english variant": {"british english": ("uk english", "british spelling"),
+                        "american english": ("us english", "american spelling")},
     "notes app": {"notion": ("notion",), "obsidian": ("obsidian",), "evernote": ("evernote", "印象笔记"),
                   "onenote": ("onenote",), "语雀": ("语雀",)},
 }
@@ -159,7 +159,8 @@ _CHANGE = re.compile(
     r"\brelocated\b|\blet'?s use\b|\bnot .{1,30} but\b|\brewr(?:ote|itten)\b|\bmigrated\b|重写|迁到|迁移到|升级到|改喝|改吃",
     re.IGNORECASE)
 
-_ZH_SUBJECT = r"(?:^|用户和其他人|用户|我)(?:现在|目前|如今|一直|也|还|已经|刚|刚刚|平时|本人|以前|之前|曾经|原来|过去|不再|不|没有|没|上个月|上周|去年|今年|最近|前段时间|刚才|也已经)*"
+_ZH_SUBJECT = (r"(?:^|用户和其他人|用户|我)(?:现在|目前|如今|一直|也|还|已经|刚|刚刚|平时|本人|以前|之前|曾经|原来|过去|不再|不|没有|没|"
+               r"上个月|上周|去年|今年|最近|前段时间|刚才|也已经|\d{4}年(?:\d{1,2}月)?(?:\d{1,2}[日号])?|\d{1,2}月(?:\d{1,2}[日号])?|于)*")
 _EN_SUBJECT = r"(?:^|\b(?:the user and others|the user|i|user)\s+)(?:(?:now|currently|still|also|just|recently|finally|actually|" \
               r"don't|do not|doesn't|does not|didn't|no longer|never|used to|previously|formerly|once)\s+)*"
 _ROLE_ZH = (r"工程师|程序员|开发者?|经理|设计师|学生|老师|教师|医生|护士|研究员|分析师|架构师|顾问|作家|律师|会计|创始人|实习生|"
