@@ -6,20 +6,19 @@ upstream; #7238 and #5925 show the same shapes). Chroma then fails every call th
 logs to the hnsw segment writer") or, when only the vectors' file is cut short, a lookup in it ("Error finding
 id", "Error getting embedding"). Such a message (``may_be_torn``) is only a reason to look: what decides is the
 segment's own evidence (``torn_because``), its files where their format is one vecmem knows (chroma/segments.py,
-chroma/formats.py): an empty header, a record or a file cut short. Where it is not (another chromadb, another
-header version) the evidence is what Chroma does when asked for this collection's vectors alone: it fails, or
-returns rows without them. The collection's other data (ids, documents, metadata) lives in ``chroma.sqlite3``
+chroma/formats.py): an empty header, a record or a file cut short; and, either way, rows Chroma returns without
+their vectors. Where the format is not known (another chromadb, another header version), Chroma failing when
+asked for this collection's vectors alone is evidence too. The collection's other data (ids, documents, metadata) lives in ``chroma.sqlite3``
 and survives, but its vectors live only in the torn segment: Chroma purges its write-ahead log once the segment
 has them. vecmem's document is the memory's text, the very text its vector was embedded from, so the vectors
 are made again with the store's model.
 
 ``rebuild`` (embedded stores only: a server's files are not ours) reads the rows through Chroma, or, when
 Chroma cannot serve even those and its SQLite schema is the one vecmem knows, from ``chroma.sqlite3`` directly
-(read-only), and builds a copy beside the
-torn collection as a reindex does (``-reindex``, marked complete once full), drops the torn one and renames the
-copy into place. A kill before the mark leaves the torn collection as it was (the next rebuild starts over); a
-kill after the drop leaves the complete copy, which the next open renames into place (chroma/layout.py,
-chroma/registry.py). One log line says what was rebuilt.
+(read-only), and builds a copy beside the torn collection as a reindex does (``-reindex``, marked complete once
+full), drops the torn one and renames the copy into place. A kill before the mark leaves the torn collection as
+it was (the next rebuild starts over); a kill after the drop leaves the complete copy, which the next open
+renames into place (chroma/layout.py, chroma/registry.py). One log line says what was rebuilt, and why.
 """
 
 from __future__ import annotations
