@@ -176,10 +176,13 @@ def store_kind(request) -> str:
 
 @pytest.fixture
 def settings(tmp_path: Path, store_kind: str, request) -> Settings:
+    # a model cache of the test's own: a fake's calibration (relevance.py) is measured in each test, as a test
+    # that counts embedding calls expects, and none is left in the user's cache folder
     if store_kind == "server":  # a database of its own on the shared server: an empty store per test
         url = request.getfixturevalue("chroma_server")
-        return Settings(home=tmp_path / "home", chroma_url=url, chroma_database=f"test-{uuid.uuid4().hex[:16]}")
-    return Settings(home=tmp_path / "home")
+        return Settings(home=tmp_path / "home", chroma_url=url, chroma_database=f"test-{uuid.uuid4().hex[:16]}",
+                        model_cache=tmp_path / "model-cache")
+    return Settings(home=tmp_path / "home", model_cache=tmp_path / "model-cache")
 
 
 def _free_port() -> int:

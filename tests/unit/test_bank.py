@@ -185,8 +185,10 @@ class TestSearch:
         fresh = make_bank(embedder=bank.embedder)  # a new bank on the same store: nothing loaded yet
         queries = bank.embedder.query_calls
         fresh.warm_up(user_id="alice")
-        # "warm up", then the calibration's queries (retrieval/embedding/calibration.py): each language's cohort, the paraphrases
-        assert bank.embedder.query_calls == queries + 4
+        # "warm up"; the calibration (retrieval/embedding/calibration.py) is read from the cache the first bank
+        # left, under the same model's fingerprint, without embedding the calibration set again
+        assert bank.embedder.query_calls == queries + 1
+        assert fresh._retriever._cohort._calibration is not None
         assert "alice" in fresh._retriever._copies and len(fresh._retriever._copies["alice"].index) == 1
 
     def test_an_edit_during_an_index_build_is_not_lost(self, bank, make_bank):

@@ -11,7 +11,7 @@ import vecmem.storage.state.changes as changes_module
 from tests.conftest import FakeEmbedder
 from vecmem.errors import StoreError
 from vecmem.storage.chroma import batch as chroma_batch
-from vecmem.storage.chroma.repair import torn
+from vecmem.storage.chroma.repair import may_be_torn
 from vecmem.storage.chroma.rows import to_metadata
 from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.state.database import FileWriteLocks
@@ -151,7 +151,7 @@ def test_what_chroma_says_of_a_torn_segment_is_told_from_other_failures(message,
         except RuntimeError as exc:
             raise StoreError("reading memories failed") from exc
     except StoreError as wrapped:
-        assert torn(wrapped) is is_torn
+        assert may_be_torn(wrapped) is is_torn
 
 
 @pytest.mark.chroma

@@ -41,7 +41,8 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +50,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from vecmem.retrieval.embedding.calibration import PARAPHRASES, Calibration, calibrate
+from vecmem.retrieval.embedding.fingerprint import fingerprint
+from vecmem.storage.files import private_dir
 
 if TYPE_CHECKING:
     from vecmem.retrieval.embedding.embedders import Embedder
@@ -101,14 +104,23 @@ class CohortStats:
     bar: float  # the BASELINE_RANK-th best
 
 
+# the calibration set's own key: a cache file made from other texts is never read as this one
+_TEXTS = hashlib.sha256("\n".join([*(t for texts in COHORT.values() for t in texts),
+                                   *(t for pair in PARAPHRASES for t in pair)]).encode("utf-8")).hexdigest()
+_ROWS = {**{f"{side}-{lang}": len(texts) for lang, texts in COHORT.items() for side in ("doc", "query")},
+         "paraphrase-query": len(PARAPHRASES), "paraphrase-doc": len(PARAPHRASES)}  # what a whole cache file holds
+
+
 class Cohort:
     """The cohort of one embedder and its calibration (calibration.py): embedded on first use, then one
-    matrix-vector product per query. A model run here (``cache``) keeps the vectors in the model cache, so only
-    the first process on a machine pays for embedding them."""
+    matrix-vector product per query. With ``caches`` (folders, the first that takes a file keeps it) the vectors
+    are kept in a file keyed by what the model computes (embedding/fingerprint.py) and the calibration set, so
+    only the first process on a machine pays for embedding them, whoever made the embedder, and new weights
+    under an old name are measured anew. A damaged cache file is ignored and written again."""
 
-    def __init__(self, embedder: Embedder, cache: Path | None = None) -> None:
+    def __init__(self, embedder: Embedder, caches: Sequence[Path] = ()) -> None:
         self._embedder = embedder
-        self._cache = cache
+        self._caches = tuple(caches)
         self._vectors: dict[str, np.ndarray] | None = None
         self._calibration: Calibration | None = None
         self._lock = threading.Lock()
@@ -150,7 +162,7 @@ class Cohort:
 
     def _load_locked(self, *, calibration: bool) -> dict[str, np.ndarray]:
         if self._vectors is None or (calibration and "paraphrase-doc" not in self._vectors):
-            self._vectors = self._read_cache() or self._embed(calibration=calibration or self._cache is not None)
+            self._vectors = self._read_cache() or self._embed(calibration=calibration or bool(self._caches))
         return self._vectors
 
     def _embed(self, *, calibration: bool) -> dict[str, np.ndarray]:
@@ -165,35 +177,44 @@ class Cohort:
             self._write_cache(vectors)
         return vectors
 
-    def _cache_file(self) -> Path | None:
-        if self._cache is None:
-            return None
-        texts = [self._embedder.name, *(t for texts in COHORT.values() for t in texts), *(t for p in PARAPHRASES for t in p)]
-        digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:16]
-        return self._cache / f"calibration-{digest}.npz"
+    def _cache_name(self) -> str:
+        digest = hashlib.sha256(f"{fingerprint(self._embedder)}\n{_TEXTS}".encode("ascii")).hexdigest()[:16]
+        return f"calibration-{digest}.npz"
 
     def _read_cache(self) -> dict[str, np.ndarray] | None:
-        path = self._cache_file()
-        if path is None or not path.is_file():
+        if not self._caches:
             return None
-        try:
-            with np.load(path) as stored:
-                return {key: np.asarray(stored[key], dtype=np.float32) for key in stored.files}
-        except (OSError, ValueError, KeyError) as exc:  # a damaged or partly written file: measured again
-            log.warning("vecmem: ignoring the calibration cache %s (%s)", path, exc)
-            return None
+        name = self._cache_name()
+        for folder in self._caches:
+            path = folder / name
+            if not path.is_file():
+                continue
+            try:
+                with np.load(path) as stored:
+                    vectors = {key: np.asarray(stored[key], dtype=np.float32) for key in stored.files}
+                if {key: len(vectors.get(key, ())) for key in _ROWS} != _ROWS:
+                    raise ValueError("not the whole calibration set")
+                return vectors
+            # a damaged or partly written file (np.load raises what its reader meets): measured again, rewritten
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                log.warning("vecmem: ignoring the calibration cache %s (%s); measuring the model again", path, exc)
+        return None
 
     def _write_cache(self, vectors: dict[str, np.ndarray]) -> None:
-        path = self._cache_file()
-        if path is None:
+        if not self._caches:
             return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            staging = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
-            np.savez(staging, **vectors)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
-            os.replace(staging, path)  # atomic: another process reads the whole file or none
-        except OSError as exc:  # a read-only cache costs the next process the same embedding, nothing else
-            log.warning("vecmem: could not keep the calibration in %s (%s)", path, exc)
+        name, failures = self._cache_name(), []
+        for folder in self._caches:
+            path = folder / name
+            try:
+                private_dir(folder)
+                staging = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
+                np.savez(staging, **vectors)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
+                os.replace(staging, path)  # atomic: another process reads the whole file or none
+                return
+            except OSError as exc:  # a read-only cache: the next folder, else the next process measures again
+                failures.append(f"{path}: {exc}")
+        log.warning("vecmem: could not keep the calibration (%s)", "; ".join(failures))
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:

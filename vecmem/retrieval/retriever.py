@@ -74,9 +74,9 @@ class Retriever:
         self.access = access
         self._replicas = Replicas(store, settings)
         # the bar a cosine must clear to count as relevant, and what a cosine means for this model (relevance.py,
-        # calibration.py); kept in the model cache for a model run here, measured anew for one passed in
-        self._cohort = Cohort(embedder, settings.model_cache if type(embedder).__module__.startswith("vecmem.")
-                              else None)
+        # calibration.py), for any embedder: kept in the model cache (the user's cache folder), or in the store's
+        # home where that cannot be written
+        self._cohort = Cohort(embedder, (settings.model_cache, settings.home / "cache"))
         self._pool: ThreadPoolExecutor | None = None  # embeds a query while the keyword side runs; made lazily
         self._pool_lock = threading.Lock()
         _OPEN.add(self)

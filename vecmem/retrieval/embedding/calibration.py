@@ -23,7 +23,8 @@ the paraphrases' median: all-MiniLM-L6-v2 on Chinese, and across languages), clo
 and no decision rests on it.
 
 Calibrating embeds about 200 short texts once per model; the result is kept with the cohort's vectors
-(relevance.py) in the model cache, keyed by the model's name and these texts.
+(relevance.py) in the model cache, keyed by what the model computes (embedding/fingerprint.py: its vectors of a
+few probe texts, never its name) and these texts.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_DATABASE",
     "DIMENSION_HINT",
     "chroma_errors",
+    "chromadb_version",
     "create_or_existing",
     "found_or_none",
     "open_client",
@@ -153,6 +154,13 @@ def create_or_existing(create: Callable[[], _Found], fetch: Callable[[], _Found]
 
 
 # ----------------------------------------------------------------------------------------------- clients
+
+
+def chromadb_version() -> str:
+    """The installed chromadb's version (chroma/formats.py reads Chroma's private files only for known ones)."""
+    import chromadb
+
+    return str(chromadb.__version__)
 
 
 def open_client(*, path: Path | None = None, url: str | None = None, database: str = DEFAULT_DATABASE) -> Any:

@@ -12,8 +12,13 @@ runs.
 one included, has the files open for writing then. It reads each segment's header and walks its link lists as
 the loader would, checking what the loader does not. A segment the loader could not read safely is cut to the
 shape Chroma refuses with an error (an empty header, no link lists): the first call that loads the collection
-then fails with "Error loading hnsw index", which repair.py recognises, and the collection is rebuilt from its
-rows and texts in ``chroma.sqlite3``. A header of a version this check does not know is left to Chroma.
+then fails with "Error loading hnsw index"; repair.py, asked to look by that message, finds the empty header
+(the evidence it needs) and rebuilds the collection from its rows and texts in ``chroma.sqlite3``.
+
+These are Chroma's private files: the check runs only under a chromadb it was tested against, and reads a
+header's format version before anything else, so a header of a version it does not know is left to Chroma
+whatever its size (chroma/formats.py holds the table; anything else is one log line and no cut).
+``known_format`` and ``torn_evidence`` are what repair.py asks of a collection's segment before it rebuilds it.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import os
 import struct
 from pathlib import Path
 
-__all__ = ["disarm_torn_segments", "unsafe_segment"]
+from vecmem.storage.chroma.formats import chromadb_known, hnsw_header_known
+
+__all__ = ["disarm_torn_segments", "known_format", "torn_evidence", "unsafe_segment"]
 
 log = logging.getLogger("vecmem")
 
-HEADER = struct.Struct("<iQQQQQQiIQQQdQ")  # hnswlib's persisted header, as chromadb 1.x writes it (version 1)
-_VERSION = 1
+HEADER = struct.Struct("<iQQQQQQiIQQQdQ")  # hnswlib's persisted header, as chromadb 1.5 writes it (version 1)
+_VERSION = struct.Struct("<i")  # the header's first field, whatever its version
 _SIZE = struct.Struct("<I")
 
 
@@ -41,11 +48,13 @@ def unsafe_segment(folder: Path) -> str | None:
     header = header_file.read_bytes()
     if not header:
         return None  # Chroma refuses an empty header with an error; repair.py rebuilds such a collection
+    if len(header) < _VERSION.size:
+        return f"its header is {len(header)} bytes, too short to hold its version"
+    if not hnsw_header_known(_VERSION.unpack_from(header)[0], folder):
+        return None  # another layout: its size and fields mean nothing to this check
     if len(header) != HEADER.size:
         return f"its header is {len(header)} bytes, not {HEADER.size}"
-    (version, _, capacity, count, element_size, _, _, top_level, entry, max_links, *_) = HEADER.unpack(header)
-    if version != _VERSION:
-        return None
+    (_, _, capacity, count, element_size, _, _, top_level, entry, max_links, *_) = HEADER.unpack(header)
     if count > capacity or element_size <= 0 or max_links <= 0:
         return f"its header is inconsistent ({count} elements of {capacity}, {element_size} bytes each)"
     for name, each in (("data_level0.bin", element_size), ("length.bin", 4)):
@@ -80,10 +89,34 @@ def _unsafe_links(path: Path, count: int, top_level: int, entry: int, link_size:
     return None
 
 
+def known_format(folder: Path) -> bool:
+    """Whether ``torn_evidence`` can read the HNSW segment in ``folder``: a chromadb this check was tested
+    against, and a header of a version it knows (or none yet, or an empty one)."""
+    if not chromadb_known():
+        return False
+    header = folder / "header.bin"
+    try:
+        with header.open("rb") as file:
+            start = file.read(_VERSION.size)
+    except FileNotFoundError:
+        return True  # nothing persisted yet
+    return len(start) < _VERSION.size or hnsw_header_known(_VERSION.unpack(start)[0], folder)
+
+
+def torn_evidence(folder: Path) -> str | None:
+    """What the files of the HNSW segment in ``folder`` show of a tear: an empty header (as a kill or
+    ``disarm_torn_segments`` leaves it) or what ``unsafe_segment`` finds; None when they show none. Ask only
+    of a ``known_format`` segment."""
+    if (folder / "header.bin").is_file() and not _size(folder / "header.bin"):
+        return "its header is empty"
+    return unsafe_segment(folder)
+
+
 def disarm_torn_segments(chroma_folder: Path) -> list[str]:
     """Cut every segment of an embedded store that Chroma could not load safely to an empty header and no link
-    lists (module docstring); the folders cut. Call only while no process has the store open."""
-    if not chroma_folder.is_dir():
+    lists (module docstring); the folders cut. Does nothing under a chromadb this check was not tested against.
+    Call only while no process has the store open."""
+    if not chroma_folder.is_dir() or not chromadb_known():
         return []
     cut = []
     for folder in sorted(path for path in chroma_folder.iterdir() if path.is_dir()):

@@ -61,7 +61,7 @@ from vecmem.storage.chroma.layout import (
     pages,
 )
 from vecmem.storage.chroma.registry import DEDICATED_HNSW, ChromaRegistry
-from vecmem.storage.chroma.repair import is_shared, probe, torn
+from vecmem.storage.chroma.repair import is_shared, may_be_torn, torn_because
 from vecmem.storage.chroma.repair import rebuild as rebuild_torn
 from vecmem.storage.chroma.rows import from_row, to_metadata, where_clause
 from vecmem.storage.chroma.search import SearchThreads, filtered_search, plan_searches
@@ -88,7 +88,7 @@ def _mending(method: _Method) -> _Method:
         try:
             return method(self, user_id, *args, **kwargs)
         except StoreError as exc:
-            if not torn(exc) or not self._mend([user_id]):
+            if not may_be_torn(exc) or not self._mend([user_id]):
                 raise
         return method(self, user_id, *args, **kwargs)
     return run  # type: ignore[return-value]
@@ -107,7 +107,7 @@ def _mending_rows(method: _Method) -> _Method:
             return
         except StoreError as exc:
             # rows already given cannot be taken back: rebuilt, the next call reads on; failing, this one says why
-            if not torn(exc) or not self._mend([user_id]) or produced:
+            if not may_be_torn(exc) or not self._mend([user_id]) or produced:
                 raise
         yield from method(self, user_id, *args, **kwargs)
     return run  # type: ignore[return-value]
@@ -179,10 +179,11 @@ class ChromaStore:
                 if model_of(collection.metadata)[0] != model:
                     continue
                 checked = True
-                if probe(collection):
+                why = torn_because(collection, self._folder)
+                if why is None:
                     continue
                 rebuild_torn(self._layout, collection, self._folder, embed,
-                             SHARED_HNSW if is_shared(collection.name) else DEDICATED_HNSW)
+                             SHARED_HNSW if is_shared(collection.name) else DEDICATED_HNSW, why)
                 rebuilt = True
             if rebuilt:
                 self._layout.forget_collections()
@@ -417,7 +418,7 @@ class ChromaStore:
             write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
             return
         except StoreError as exc:
-            if not torn(exc) or not self._mend(list(dict.fromkeys(w.user_id for w in writes))):
+            if not may_be_torn(exc) or not self._mend(list(dict.fromkeys(w.user_id for w in writes))):
                 raise
         write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
 
