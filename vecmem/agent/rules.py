@@ -48,6 +48,7 @@ __all__ = [
     "content_problem",
     "information_units",
     "work_statement",
+    "is_imperative",
     "is_identity",
     "is_emphatic",
     "is_filler",
@@ -226,7 +227,7 @@ _FACT = _any(
     r"\bi am\b", r"\bi'm\b", r"\bmy\b", r"\bi (?:work|live|have|own|study|studied|learned|built|run|deploy|wrote|speak|know)\b",
     r"\bwe (?:use|run|deploy|have|build)\b", r"\bour\b", r"我们(?:正)?在",
     # any other first-person statement, except opinions about the conversation and questions in disguise
-    r"^我(?!觉得|想|问|猜|看看|试试)",
+    r"^我(?!觉得|想|问|猜|看看|试试)", r"^(?:the user|用户)(?:'s)?\b",
     r"^(?:actually,? |honestly,? )?(?:i|we)\b(?! (?:think|guess|wonder|want|need help|see|mean|should|could|can)\b)",
 )
 _FIRST_PERSON = _any(r"我", r"\bi\b", r"\bi'm\b", r"\bmy\b", r"\bwe\b", r"\bour\b")
@@ -378,6 +379,11 @@ _IDENTIFIER_LIKE = re.compile(r"`[^`]+`|(?<![\w.])(?=[\w.\-/:@]*\d)[A-Za-z][\w.\
                               r"[A-Za-z0-9]+)+\b|\b\d+(?:\.\d+)+\b|(?<![\w.])\d{2,}(?![\w.])")
 _MANNER = re.compile(r"\b(?:as|in|for|with|using|instead|by default)\b", re.IGNORECASE)
 _NAMED_SUBJECT = re.compile(r"^(?-i:[A-Z][a-z]+)\s+(?-i:[a-z]+s)\b")
+
+
+def is_imperative(text: str) -> bool:
+    """The clause tells someone to do something ("run the tests", "先跑单元测试")."""
+    return bool(_IMPERATIVE.search(text.strip()))
 
 
 def work_statement(text: str) -> Classification | None:

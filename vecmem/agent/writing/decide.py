@@ -63,10 +63,17 @@ def _same_value(left: str, right: str) -> bool:
     return left == right or (min(len(left), len(right)) >= 2 and (left in right or right in left))
 
 
+# what a team shares rather than each of its members chooses: a statement that names no subject may be about it
+TEAM_SLOTS = frozenset({"database", "ci", "issue tracker", "chat app", "cloud"})
+
+
 def _same_holder(new: Claim, old: Claim) -> bool:
-    """The same holder; a statement that names no subject may be about the user's team ("需求管理以后都用 Linear"
-    after "我们用 Jira 管理需求")."""
-    return new.holder == old.holder or ({new.holder, old.holder} == {"user", "group"} and (new.elided or old.elided))
+    """The same holder; a statement that names no subject may be about the team's tools ("需求管理以后都用 Linear"
+    after "我们用 Jira 管理需求"), never its other choices ("以后都用 JavaScript" after "我们团队用 Go")."""
+    if new.holder == old.holder:
+        return True
+    return ({new.holder, old.holder} == {"user", "group"} and (new.elided or old.elided)
+            and new.attribute.split("@")[0] in TEAM_SLOTS)
 
 
 def _same_attribute(new: str, old: str) -> bool:
@@ -75,8 +82,10 @@ def _same_attribute(new: str, old: str) -> bool:
     return new == old or ("@" not in new and old.split("@")[0] == new)
 
 
-def contradicts(new: Claim, old: Claim, *, change: bool) -> bool:
-    """Whether the new claim makes the old one no longer current (the module docstring, step 2)."""
+def contradicts(new: Claim, old: Claim, *, change: bool, left: frozenset[str] = frozenset()) -> bool:
+    """Whether the new claim makes the old one no longer current (the module docstring, step 2). ``left``: the
+    values of the attribute the new statement says it leaves ("switched from VS Code to Cursor"): a change then
+    revises those only, not another value of a many-valued attribute ("平时用 Neovim 写 Python")."""
     if not _same_holder(new, old) or not _same_attribute(new.attribute, old.attribute) or old.past:
         return False
     same = _same_value(new.value, old.value)
@@ -88,7 +97,9 @@ def contradicts(new: Claim, old: Claim, *, change: bool) -> bool:
         return False
     if new.attribute.startswith("schedule:") and ":" not in new.value + old.value:
         return change  # days alone: "on Mondays" and "on Thursdays" may both hold
-    return single_valued(new.attribute) or change
+    if single_valued(new.attribute):
+        return True
+    return change and (not left or any(_same_value(old.value, value) for value in left))
 
 
 def same_statement(new: str, old: str) -> str | None:
@@ -134,7 +145,10 @@ def _revised(new_claims: Sequence[Claim], old: MemoryRecord, *, change: bool) ->
     for claim in new_claims:  # "I quit smoking": what the old memory says its holder does
         if claim.attribute.startswith("does:") and (said := claims_mentions(old.content, claim)) is not None:
             old_claims.append(said)
-    gone = [old_claim for old_claim in old_claims if any(contradicts(new, old_claim, change=change) for new in new_claims)]
+    left = {attribute: frozenset(c.value for c in new_claims if c.negated and c.attribute == attribute)
+            for attribute in {c.attribute for c in new_claims}}
+    gone = [old_claim for old_claim in old_claims
+            if any(contradicts(new, old_claim, change=change, left=left[new.attribute]) for new in new_claims)]
     deeds = [claim.span for claim in gone if claim.attribute.startswith("does:")]
     # what the clause of a deed that ended says goes with it ("I play tennis on Saturdays": its day too)
     return gone + [claim for claim in old_claims if claim not in gone

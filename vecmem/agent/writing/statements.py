@@ -124,13 +124,18 @@ def _pieces(sentence: str) -> list[tuple[str, str]]:
     pairs = [("", parts[0])] + [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
     pairs = [(sep, piece.strip()) for sep, piece in pairs if piece.strip()]
     merged: list[tuple[str, str]] = []
-    carry = ""
+    carry = trail = ""
     for index, (sep, piece) in enumerate(pairs):
         if len(pairs) > 1 and (rules.is_filler(piece) or (index == 0 and _GREETING.match(piece))):
             continue  # "是的，…", "好！对了，…", "Hey Mel, …": nothing to keep, and no subject to lend
         if carry:
             piece, carry = carry + piece, ""
+        if trail:  # "Before pushing, run the tests" -> "run the tests before pushing": the directive first
+            piece, trail = f"{piece} {trail[:1].lower()}{trail[1:]}", ""
         following = pairs[index + 1][1] if index + 1 < len(pairs) else ""
+        if index == 0 and following and _PHRASE.match(piece) and rules.is_imperative(following):
+            trail = piece
+            continue
         opening = _LEADING.match(piece) or (index == 0 and _PHRASE.match(piece) and _OWN_SUBJECT.match(following))
         if opening and following:
             carry = piece + (pairs[index + 1][0] or " ")
