@@ -48,6 +48,7 @@ MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
 SOURCES: tuple[MemorySource, ...] = get_args(MemorySource)
 STATUSES: tuple[MemoryStatus, ...] = get_args(MemoryStatus)
 LIVE: MemoryStatus = "live"
+SUPERSEDED = "superseded"  # how a replaced memory's status is shown (to_dict): stored, it is live with superseded_by
 MAX_PROVENANCE_MESSAGES = 64
 
 
@@ -186,8 +187,11 @@ class MemoryRecord:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (times as ISO 8601 UTC); the format of `vecmem export`."""
+        """A JSON-ready dict (times as ISO 8601 UTC); the format of `vecmem export`. A memory a newer one replaced
+        shows ``"status": "superseded"`` (read back as live and superseded: ``superseded_by`` holds the link)."""
         data = asdict(self)
+        if self.superseded_by is not None:
+            data["status"] = SUPERSEDED
         data["tags"] = list(self.tags)
         data["created_at"] = self.created_at.isoformat()
         data["last_accessed"] = None if self.last_accessed is None else self.last_accessed.isoformat()
@@ -205,6 +209,10 @@ class MemoryRecord:
         if not isinstance(data, Mapping):
             raise InvalidInputError("record", f"must be a JSON object, got {type(data).__name__}")
         values = {**defaults, **{k: v for k, v in data.items() if v is not None or k == "superseded_by"}}
+        if values.get("status") == SUPERSEDED:  # as to_dict shows a replaced memory: superseded_by says by what
+            if not values.get("superseded_by"):
+                raise InvalidInputError("status", "is 'superseded' but superseded_by names no memory")
+            values["status"] = LIVE
         session = values.pop("session_id", None)
         if session not in (None, ""):
             if values.get("scope", GLOBAL_SCOPE) not in (GLOBAL_SCOPE, session):

@@ -41,7 +41,7 @@ class Script:
             if message == "我喜欢用 TypeScript":
                 return Reply(json.dumps({"memories": [item(TS, "preference")]}, ensure_ascii=False))
             if message == "以后都用 JavaScript 吧":
-                alias = int(re.search(r"\[(\d+)\] \(preference\) " + TS, last).group(1))
+                alias = int(re.search(r"\[(\d+)\] \(preference, [\d-]+\) " + TS, last).group(1))
                 return Reply(json.dumps({"memories": [item(JS, "preference", "UPDATE", alias)]}, ensure_ascii=False))
             return Reply(json.dumps({"memories": [item("用户：" + message)]}, ensure_ascii=False))
         if kind == "summary":

@@ -242,7 +242,7 @@ class TestColdStart:
 
 
 def _alias_of(messages, text):
-    match = re.search(r"\[(\d+)\] \(\w+\) " + re.escape(text), messages[-1]["content"])
+    match = re.search(r"\[(\d+)\] \(\w+, [\d-]+\) " + re.escape(text), messages[-1]["content"])
     return int(match.group(1)) if match else None
 
 

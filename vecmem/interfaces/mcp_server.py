@@ -140,6 +140,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
         return {"id": record.id, "content": record.content, "type": record.type, "scope": record.scope,
                 "status": record.status, "version": record.version, "action": result.action,
                 "replaced": [{"id": old.id, "content": old.content} for old in result.replaced],
+                "revised": [{"id": old.id, "content": old.content} for old in result.revised],
                 "reason": result.reason, "type_inferred": result.type_inferred}
 
     @server.tool(annotations=_WRITES, description=_said("""Learn from a conversation, oldest message first: each

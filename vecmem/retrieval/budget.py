@@ -190,6 +190,20 @@ def _memory_line(hit: Hit, content: str) -> str:
     return f"- {hit.record.created_at:%Y-%m-%d} [{hit.type}] {escape_line_text(content)}"
 
 
+def _in_order_of_a_day(kept: list[Hit]) -> list[Hit]:
+    """``kept`` best-first, except that memories said on the same day come in the order they were said, in the
+    places those memories hold: a line shows the day only, so two statements of one day ("the meeting is at 3",
+    then "at 4") would otherwise reach the model in the order of their scores."""
+    by_day: dict[str, list[int]] = {}
+    for place, hit in enumerate(kept):
+        by_day.setdefault(f"{hit.record.created_at:%Y-%m-%d}", []).append(place)
+    ordered = list(kept)
+    for places in by_day.values():
+        for place, hit in zip(places, sorted((kept[p] for p in places), key=lambda h: h.record.created_at)):
+            ordered[place] = hit
+    return ordered
+
+
 def _prefix_length(content: str, rendered_length: int, render: Callable[[str], str]) -> int:
     """How many characters of ``content`` render, one by one, in at most ``rendered_length`` characters."""
     used = 0
@@ -315,6 +329,7 @@ class ContextAssembler:
             lines.append(line)
             kept.append(hit)
         if kept:
+            lines = [header, *(_memory_line(hit, hit.content) for hit in _in_order_of_a_day(kept))]
             return "\n".join(lines), kept, ()
         # Not even the best memory fits: keep as much of it as the share allows, marked as cut.
         best = hits[0]

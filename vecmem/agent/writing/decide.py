@@ -149,6 +149,8 @@ def _revised(new_claims: Sequence[Claim], old: MemoryRecord, *, change: bool) ->
             for attribute in {c.attribute for c in new_claims}}
     gone = [old_claim for old_claim in old_claims
             if any(contradicts(new, old_claim, change=change, left=left[new.attribute]) for new in new_claims)]
+    if any(not claim.attribute.startswith("does:") for claim in gone):  # an attribute says it more precisely
+        gone = [claim for claim in gone if not claim.attribute.startswith("does:")]
     deeds = [claim.span for claim in gone if claim.attribute.startswith("does:")]
     # what the clause of a deed that ended says goes with it ("I play tennis on Saturdays": its day too)
     return gone + [claim for claim in old_claims if claim not in gone

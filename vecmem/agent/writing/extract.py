@@ -50,10 +50,18 @@ Importance: 1.0 when the user stresses it (always, never, must, remember, 一定
 instruction; 0.5 for a plain fact or conclusion.
 Scope: "global" for lasting facts and preferences about the user; "session" for context of the current task only.
 Confidence: how sure you are that the user really means it (0 to 1).
-For each item decide against the existing memories (shown as [alias] (type) text):
-- "ADD": new information; "target": null.
-- "UPDATE": it replaces or contradicts existing memory "target" (same topic, newer statement wins).
-- "NONE": existing memory "target" already says it.
+For each item decide against the existing memories (shown as [alias] (type, the day it was said) text), oldest
+first, by contradiction, never by similarity:
+- "UPDATE": it contradicts existing memory "target": the same person or thing and the same attribute with
+  another value where one holds one value at a time (where one lives or works, an age, a time, the language of
+  replies), a negation ("no longer", "不再", "not ... anymore"), or a stated change ("switched to", "改用",
+  "used to X, now Y": keep the past value in the new memory's text). The newer statement wins.
+- "NONE": existing memory "target" states the same claim with the same values: every number, name, identifier,
+  version, command and date equal. Two commands, hosts, accounts, queries or versions that differ in one token
+  are two memories, not the same one.
+- "ADD" otherwise, "target": null: new information, something about another person or thing, another value of
+  what holds several (likes, pets, languages, tools for different jobs), or a memory merely on the same topic.
+  When unsure, ADD: a wrongly replaced memory loses what the user said.
 Events are facts: what the speaker did or what happened to them (went to a support group, adopted a puppy,
 我昨天去了医院), each as one short sentence naming the speaker (the "Speaker" line: "the user" in a normal chat,
 else their name) and the day it happened, resolved from the "Said on" date ("yesterday" said on 2023-05-08 is
@@ -143,7 +151,8 @@ class Extractor:
              now: datetime | None = None) -> WriteReply:
         if self.model is None:  # callers take this path only with a model; say so plainly if one ever does not
             raise LLMError("extraction by a model was asked for, but no chat model is configured")
-        shown = "\n".join(f"[{alias}] ({record.type}) {record.content}" for alias, record in enumerate(existing))
+        shown = "\n".join(f"[{alias}] ({record.type}, {record.created_at:%Y-%m-%d}) {record.content}"
+                          for alias, record in enumerate(existing))
         said = now or datetime.now(UTC)
         # the model resolves "yesterday" against this day and names the speaker: neither is in the message itself
         header = f"Said on: {said:%A, %Y-%m-%d}\nSpeaker: {speaker or 'the user'}\n"

@@ -76,8 +76,8 @@ def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolv
         if screened is not None:
             return MessageWrite(screened)
         related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
-        decision, candidates = extractor.decide(message, reply, [hit.record for hit in related], speaker=speaker,
-                                                now=now)
+        shown = sorted((hit.record for hit in related), key=lambda record: record.created_at)  # as they were said
+        decision, candidates = extractor.decide(message, reply, shown, speaker=speaker, now=now)
         if not decision.keep:
             return MessageWrite(decision)
     steps = [resolver.write(candidate, user_id=user_id, session_id=session_id, provenance=provenance)

@@ -55,7 +55,9 @@ class MemoryOut(BaseModel):
     superseded_by: str | None = Field(description="The memory that replaced it; null while it is current.")
     user_id: str = Field(description="Whose memory it is.")
     context: str = Field(description="Text it is also found by (keyword search only).")
-    status: MemoryStatus = Field(description="live, archived (by the forgetting policy) or pending (review).")
+    status: MemoryStatus | Literal["superseded"] = Field(
+        description="live, archived (by the forgetting policy), pending (review), or superseded (a newer memory, "
+                    "superseded_by, replaced it).")
     version: int = Field(description="1 when stored, one more with every change: send it back with an update "
                                      "to refuse overwriting a change made since.")
     provenance: ProvenanceOut | None = Field(description="Where an extracted memory came from (the conversation "
@@ -76,6 +78,9 @@ class AddedOut(MemoryOut):
         description="added: a new memory; replaced: a new memory that supersedes the memories in replaced; "
                     "unchanged: this stored memory already said it, nothing was written.")
     replaced: list[ReplacedMemoryOut] = Field(description="The memories it replaced (empty unless replaced).")
+    revised: list[ReplacedMemoryOut] = Field(description="Memories of several facts of which it changed one, "
+                                                         "rewritten to keep the others (their earlier text is in "
+                                                         "their history).")
     reason: str = Field(description="Why, in words: what it revises, or which memory already says it.")
     type_inferred: MemoryType | None = Field(description="The kind the memory agent's rules gave it when the request "
                                                          "named none; null when the request chose it.")
