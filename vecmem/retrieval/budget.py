@@ -199,7 +199,8 @@ def _in_order_of_a_day(kept: list[Hit]) -> list[Hit]:
         by_day.setdefault(f"{hit.record.created_at:%Y-%m-%d}", []).append(place)
     ordered = list(kept)
     for places in by_day.values():
-        for place, hit in zip(places, sorted((kept[p] for p in places), key=lambda h: h.record.created_at)):
+        said = sorted((kept[place] for place in places), key=lambda found: found.record.created_at)
+        for place, hit in zip(places, said, strict=True):
             ordered[place] = hit
     return ordered
 
