@@ -22,7 +22,7 @@ help:
 	@echo "make check  - ruff, mypy --strict, the import-layer contract and the fast unit lane (in-memory store, < 1 min)"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
-	@echo "make eval   - recall on the native and paraphrase sets, and on LoCoMo and MADial-Bench when $(SHARED_DATA) holds them"
+	@echo "make eval   - recall on the native and paraphrase sets (and LoCoMo, MADial-Bench when $(SHARED_DATA) holds them); the update dev set per write path"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make bench-targets - the speed targets of the default model and all-MiniLM-L6-v2 (BENCH_TARGETS_ARGS)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
@@ -163,6 +163,7 @@ eval-one:
 	$(EVAL) --format vecmem --data data/eval/native_en.json $(BLENDS)
 	$(EVAL) --format vecmem --data data/eval/native_zh.json $(BLENDS)
 	$(EVAL) --format vecmem --data data/eval/paraphrase.json --weights 1 0 0 $(BLENDS)
+	$(BIN)/python scripts/eval_updates.py --data data/eval/updates.json
 	@if [ -f $(SHARED_DATA)/locomo/locomo10.json ]; then \
 	  $(EVAL) --format locomo --data $(SHARED_DATA)/locomo/locomo10.json --weights 1 0 0 $(BLENDS); \
 	else echo "LoCoMo not found in $(SHARED_DATA): skipped"; fi

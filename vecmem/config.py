@@ -342,8 +342,6 @@ class Settings:
     summary_every: int = setting("VECMEM_SUMMARY_EVERY", 5, _integer, _at_least(1))  # kept turns between local summaries
     # local summaries between global summaries
     global_summary_every: int = setting("VECMEM_GLOBAL_SUMMARY_EVERY", 4, _integer, _at_least(1))
-    # offline: same type and at least this similar means newer wins
-    supersede_threshold: float = setting("VECMEM_SUPERSEDE_THRESHOLD", 0.9, _number, _fraction)
     gate_min_chars: int = setting("VECMEM_GATE_MIN_CHARS", 6, _integer, _at_least(0))
     type_routing: bool = setting("VECMEM_TYPE_ROUTING", True, _flag)
     cold_start: bool = setting("VECMEM_COLD_START", True, _flag)

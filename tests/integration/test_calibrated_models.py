@@ -77,12 +77,11 @@ def bank(tmp_path, each_model):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_unrelated_statements_supersede_nothing_and_are_no_duplicates(bank, lang):
-    resolver = ConflictResolver(bank, threshold=bank.settings.supersede_threshold)
+    resolver = ConflictResolver(bank)
     decisions = []
     for text in UNRELATED[lang]:
-        resolution = resolver.resolve(_candidate(text), user_id="u", session_id=None)
+        resolution, _written = resolver.write(_candidate(text), user_id="u", session_id=None)
         decisions.append((text, resolution.action, resolution.reason))
-        resolver.apply(_candidate(text), resolution, user_id="u", session_id=None)
     assert [d for d in decisions if d[1] != "ADD"] == []
     assert bank.count(user_id="u") == len(UNRELATED[lang]) == 50
 
@@ -92,13 +91,12 @@ def test_unrelated_statements_supersede_nothing_and_are_no_duplicates(bank, lang
     ("用户住在杭州", "用户搬到了上海"),
 ])
 def test_a_real_update_still_supersedes_and_the_same_statement_is_no_new_memory(bank, older, newer):
-    resolver = ConflictResolver(bank, threshold=bank.settings.supersede_threshold)
+    resolver = ConflictResolver(bank)
     for text in UNRELATED["en"][:10] + UNRELATED["zh"][:10] + [older]:
-        resolver.apply(_candidate(text), resolver.resolve(_candidate(text), user_id="u", session_id=None),
-                       user_id="u", session_id=None)
-    again = resolver.resolve(_candidate(older), user_id="u", session_id=None)
+        resolver.write(_candidate(text), user_id="u", session_id=None)
+    again, _written = resolver.write(_candidate(older), user_id="u", session_id=None)
     assert again.action == "NONE"
-    update = resolver.resolve(_candidate(newer), user_id="u", session_id=None)
+    update, _written = resolver.write(_candidate(newer), user_id="u", session_id=None)
     assert update.action == "UPDATE" and update.target is not None and update.target.content == older
 
 
