@@ -104,7 +104,7 @@ def test_a_conclusion_is_never_replaced():
 
 def test_the_statement_model_reads_holder_value_polarity_and_time():
     (age,) = claims("我女儿今年五岁")
-    assert (age.holder, age.attribute, age.value) == ("女儿", "age", "5")
+    assert (age.holder, age.attribute, age.value) == ("daughter", "age", "5")
     past, now = claims("I used to live in Paris, now I'm in Rome")
     assert (past.value, past.past, now.value, now.past) == ("paris", True, "rome", False)
     (diet,) = claims("I'm not vegetarian anymore")

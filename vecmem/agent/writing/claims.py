@@ -81,7 +81,8 @@ _ZH_NUM = "[0-9零〇一二两三四五六七八九十]"
 _ZH_TIME = re.compile(rf"(?P<part>早上|上午|中午|下午|晚上|傍晚|凌晨|夜里)?(?P<hour>{_ZH_NUM}{{1,3}})(?:点|時|时)"
                       rf"(?:(?P<half>半)|(?P<minute>{_ZH_NUM}{{1,3}})分?|(?P<quarter>一刻))?")
 _EN_TIME = re.compile(r"\b(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<ampm>a\.?m\.?|p\.?m\.?)(?![a-z])|"
-                      r"\b(?P<hour2>\d{1,2}):(?P<minute2>\d{2})\b|\b(?P<hour3>\d{1,2})\s*o'?clock\b", re.IGNORECASE)
+                      r"\b(?P<hour2>\d{1,2}):(?P<minute2>\d{2})\b|\b(?P<hour3>\d{1,2})\s*o'?clock\b|\b(?P<named>midnight|noon)\b",
+                      re.IGNORECASE)
 _WEEKDAY = re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|(?:周|星期|礼拜)[一二三四五六日天]", re.IGNORECASE)
 _DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}\b|\d{1,2}月\d{1,2}[日号]|"
                    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?\b|"
@@ -107,6 +108,9 @@ def times(text: str) -> list[tuple[str, tuple[int, int]]]:
         found.append((_clock(hour, minute, match.group("part") in ("下午", "晚上", "傍晚", "夜里") and hour < 12),
                       match.span()))
     for match in _EN_TIME.finditer(text):
+        if match.group("named"):
+            found.append(("00:00" if match.group("named").lower() == "midnight" else "12:00", match.span()))
+            continue
         hour = int(match.group("hour") or match.group("hour2") or match.group("hour3"))
         minute = int(match.group("minute") or match.group("minute2") or 0)
         ampm = (match.group("ampm") or "").lower()
@@ -261,7 +265,25 @@ today yesterday tomorrow this that these those there here it its what when where
 """.split())
 
 
+# one name for a relative or a pet in either language, so "我女儿今年5岁" and "My daughter is 6 now" are about one
+# person; 姐姐 and 妹妹 stay apart (older and younger), as "my sister" stays apart from both
+_KIN = {"女儿": "daughter", "闺女": "daughter", "儿子": "son", "老婆": "wife", "妻子": "wife", "爱人": "spouse",
+        "老公": "husband", "丈夫": "husband", "妈妈": "mother", "母亲": "mother", "mom": "mother", "爸爸": "father",
+        "父亲": "father", "dad": "father", "老板": "boss", "上司": "boss", "领导": "boss", "经理": "manager",
+        "同事": "colleague", "coworker": "colleague", "co-worker": "colleague", "猫": "cat", "猫咪": "cat", "狗": "dog",
+        "小狗": "dog", "puppy": "dog", "kitten": "cat", "男朋友": "boyfriend", "女朋友": "girlfriend", "室友": "roommate",
+        "朋友": "friend", "邻居": "neighbour", "neighbor": "neighbour", "宠物": "pet", "孩子": "child", "kid": "child",
+        "kids": "children", "宝宝": "baby", "姐姐": "older sister", "妹妹": "younger sister", "哥哥": "older brother",
+        "弟弟": "younger brother", "big sister": "older sister", "little sister": "younger sister",
+        "big brother": "older brother", "little brother": "younger brother"}
+
+
 def _holder(clause: str) -> tuple[str, int, bool]:
+    holder, cut, named = _holder_words(clause)
+    return _KIN.get(holder, holder), cut, named
+
+
+def _holder_words(clause: str) -> tuple[str, int, bool]:
     """(holder, where the rest of the clause starts after the holder's words, whether the clause names its
     subject: a clause that leaves it out is about the holder of the clause before it)."""
     if _ZH_GROUP.match(clause) or _EN_GROUP.match(clause) or re.match(r"^our\b", clause, re.IGNORECASE):
@@ -306,7 +328,7 @@ _STOPPED_ZH = re.compile(r"戒(?:掉)?了?(?P<what>[\u4e00-\u9fff]{1,2})|(?P<wha
                          r"不再(?P<what3>[\u4e00-\u9fff]{1,4}?)了?$|不(?P<what4>[抽喝吃玩打跑][\u4e00-\u9fff]{0,2})了$")
 _RECURRING = re.compile(r"每天|每周|每晚|每早|每个?(?:月|周|星期|工作日|早上|晚上)|天天|平时|通常|一般|\bevery\b|\beach\b|\bdaily\b|"
                         r"\bweekly\b|\busually\b|\bon (?:mon|tues|wednes|thurs|fri|satur|sun)days\b|\bis at\b|\bstarts at\b|"
-                        r"\bruns at\b|\bat \d", re.IGNORECASE)
+                        r"\bruns at\b|\bat \d|\bat (?:midnight|noon)\b", re.IGNORECASE)
 _SCHEDULE_NOISE = re.compile(r"用户|我们|我|每天|每周|每晚|每早|每个|天天|平时|通常|一般|现在|如今|目前|改成|改到|改为|换成|挪到|调到|"
                              r"提前到|推迟到|开始|都|在|了|的|是|也|还|会|要|去|早上|上午|中午|下午|晚上|傍晚|凌晨|夜里|左右|"
                              r"[0-9零〇一二两三四五六七八九十半刻点分时:]|\s+", re.IGNORECASE)
@@ -351,7 +373,8 @@ def _diet(clause: str, holder: str, negated: bool, past: bool, offset: int) -> l
     if _LIKES.search(clause) and not negated:
         return [Claim(holder, "diet", "vegetarian", True, past, (offset + m.start(), offset + m.end()), implied=True)
                 for m in _MEAT.finditer(clause)]
-    if re.search(r"(?:又|重新)?开始吃肉|\b(?:eat|eats|eating) meat again\b", clause, re.IGNORECASE):
+    if re.search(r"(?:又|重新)?开始吃(?:肉|鱼|海鲜)|现在(?:也)?吃(?:肉|鱼|海鲜)|\b(?:eat|eats|eating) (?:meat|fish|seafood|chicken|"
+                 r"beef|pork)\b.*\b(?:again|now)\b|\b(?:started|start) eating (?:meat|fish|seafood)\b", clause, re.IGNORECASE):
         return [Claim(holder, "diet", "vegetarian", True, past, (offset, offset + len(clause)))]
     return []
 
@@ -538,6 +561,30 @@ def _how(clause: str, offset: int) -> list[Claim]:
     return [Claim("user", f"how:{key}", value, False, False, (offset + match.start("value"), offset + match.end("value")))]
 
 
+_THING_IS = re.compile(r"^\s*(?:'s\s+|is\s+|are\s+|是|为|在)(?:now\s+|现在|目前)?(?P<verb>(?:set\s+|scheduled\s+|moved\s+)?"
+                       r"(?:to|for|on|at)\s+|)?(?P<value>[^,，;；。]+?)\s*(?:now|了)?\s*[.!。]?$", re.IGNORECASE)
+_THING_VERB = re.compile(r"^\s*(?P<verb>starts?|begins?|ends?|runs?|opens?|closes?|is due|expires?|lands?|ships?)\s+"
+                         r"(?:on|at|in|by)?\s*(?P<value>[^,，;；。]+?)\s*(?:now|instead)?\s*[.!。]?$", re.IGNORECASE)
+
+
+def _thing_is(clause: str, holder: str, cut: int, offset: int) -> list[Claim]:
+    """What a named thing is, or when it starts ("The staging server is stg-02.acme.io", "The deploy freeze starts
+    on Dec 22"): one value at a time. Only a value that names something (a number, an identifier, a name, a date)
+    counts: "Bob is tall" and "Bob is funny" are two things said of Bob, not one replacing the other."""
+    rest = clause[cut:]
+    match = _THING_VERB.match(rest) or _THING_IS.match(rest)
+    if match is None or holder in _EN_PRONOUN_HOLDERS:
+        return []
+    value = " ".join(match.group("value").casefold().split())
+    if not value or len(value) > 40 or not (re.search(r"\d", value) or value_tokens(match.group("value"))
+                                             - {"¬"}):
+        return []
+    verb = (match.groupdict().get("verb") or "is").split()[0].casefold()
+    verb = "is" if verb in ("to", "for", "on", "at", "", "is") else verb.removesuffix("s")
+    return [Claim(holder, f"{verb}:", value, False, False, (offset + cut + match.start("value"),
+                                                              offset + cut + match.end("value")))]
+
+
 _TIMELINE_LEAD = re.compile(r"^(?:(?:and|but|so)\s+)?(?:现在|如今|目前|后来|now|these days|today|but now)[，,\s]*"
                             r"(?:(?:i'm|i am|i|the user is|the user|我|用户)\s*)?(?:(?:am|is|now|也|又)\s*)?"
                             r"(?:(?:in|at|to|for|a|an|在|到|是|去了?)\s*)?", re.IGNORECASE)
@@ -580,6 +627,8 @@ def claims(text: str) -> tuple[Claim, ...]:
             these += _schedule(clause, holder, past, offset)
         if holder in ("user", "group"):
             these += (_owned(clause, offset) if not these else []) or _how(clause, offset)
+        elif not these:
+            these += _thing_is(clause, holder, cut, offset)
         if not these:
             these = _inherited(clause, found, offset)
         if (negated or past or _STOP_VERB.search(clause)) and not any(claim.negated or claim.past for claim in these):

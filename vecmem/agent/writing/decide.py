@@ -56,7 +56,7 @@ live reside resid based stay located work employ employed job call called name n
 
 def single_valued(attribute: str) -> bool:
     return (attribute in topics.SINGLE_VALUED or attribute == "diet"
-            or attribute.startswith(("schedule:", "has:", "does:", "how:", "language of ")))
+            or attribute.startswith(("schedule:", "has:", "does:", "how:", "language of ")) or attribute.endswith(":"))
 
 
 def _same_value(left: str, right: str) -> bool:

@@ -60,12 +60,13 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
     "operating system": {"macos": ("macos", "mac", "os x"), "windows": ("=Windows", "win11", "win10"),
                          "linux": ("linux",), "ubuntu": ("ubuntu",), "debian": ("debian",), "fedora": ("fedora",),
                          "arch linux": ("arch linux",), "wsl": ("wsl",)},
-    "shell": {"zsh": ("zsh",), "bash": ("bash",), "fish": ("fish shell",), "powershell": ("powershell",),
+    "shell": {"zsh": ("zsh",), "bash": ("bash",), "fish shell": ("fish shell",), "powershell": ("powershell",),
               "nushell": ("nushell",)},
     "package manager": {v: (v,) for v in ("npm", "pnpm", "yarn", "bun", "pip", "poetry", "uv", "conda", "cargo")}
     | {"homebrew": ("homebrew", "brew")},
     "indentation": {"tabs": ("tabs", "tab", "制表符"), "spaces": ("spaces", "空格", "两个空格", "四个空格")},
-    "reply language": {"zh": ("中文", "汉语", "chinese"), "en": ("英文", "英语", "english"),
+    "reply language": {"zh-hant": ("繁体中文", "繁体字", "繁體中文", "traditional chinese"),
+                       "zh-hans": ("简体中文", "简体字", "simplified chinese"), "zh": ("中文", "汉语", "chinese"), "en": ("英文", "英语", "english"),
                        "ja": ("日语", "日文", "japanese")},
     "answer length": {"short": ("简洁", "简短", "简明", "concise", "concisely", "brief", "briefly", "short"),
                       "long": ("详细", "详尽", "detailed", "verbose", "thorough", "long")},
@@ -103,12 +104,14 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
                    "early shift": ("早班",), "late shift": ("晚班",)},
     "english variant": {"british english": ("uk english", "british spelling"),
                         "american english": ("us english", "american spelling")},
+    "code hosting": {"github": ("github",), "gitlab": ("gitlab",), "gitee": ("gitee", "码云"),
+                     "bitbucket": ("bitbucket",), "gerrit": ("gerrit",)},
     "notes app": {"notion": ("notion",), "obsidian": ("obsidian",), "evernote": ("evernote", "印象笔记"),
                   "onenote": ("onenote",), "语雀": ("语雀",)},
 }
 SINGLE_VALUED = frozenset({"residence", "employer", "name", "age", "role", "hometown", "reply language",
                            "answer length", "indentation", "team", "car", "phone", "browser", "chat app",
-                           "issue tracker", "ci", "work shift", "english variant", "commute"})
+                           "issue tracker", "ci", "work shift", "english variant", "commute", "grade"})
 _ANSWERING = r"回答|回复|答复|解释|跟用户说|和用户说|跟我说|和我说|对我说|\banswer|\brepl(?:y|ies)\b|\brespond|\bresponses?\b|" \
              r"\bexplanations?\b|\bexplain\b|\btalk to (?:me|the user)\b"
 # lexicon slots whose values are ordinary words elsewhere count only in a statement of their context
@@ -189,11 +192,15 @@ _PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((slot, re.compile(p
     ("name", _EN_SUBJECT + r"(?:am|is) (?:named|called)\s+" + _EN_VALUE),
     ("name", r"\b(?:call me|calls? themselves)\s+" + _EN_VALUE),
     ("age", _ZH_SUBJECT + r"(?:今年)?(?P<value>\d{1,3}|[一二三四五六七八九十]{1,3})岁"),
-    ("age", _EN_SUBJECT + r"(?:am|is|turned)\s+(?P<value>\d{1,3})(?:\s+years?\s+old|\s*(?:now|already|this year)?\s*[.!]?\s*$)"),
+    ("age", _EN_SUBJECT + r"(?:am|is|turned|just turned)\s+(?P<value>\d{1,3})(?:\s+years?\s+old)?"
+                          r"(?=\s*(?:$|[.!,;]|now\b|already\b|this\b|last\b|today\b|yesterday\b|in\b|on\b))"),
+    ("grade", _ZH_SUBJECT + r"(?:在)?(?:上|读)(?P<value>[一二三四五六七八九十\d]{1,2}年级|初[一二三]|高[一二三]|大[一二三四])"),
+    ("grade", _EN_SUBJECT + r"(?:is|am|'s)\s+(?:now\s+)?in\s+(?P<value>\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|"
+                            r"sixth|seventh|eighth|ninth|tenth|eleventh|twelfth)\s+grade"),
     ("employer", _ZH_SUBJECT + r"在(?!家|公司|这|那|远程)(?P<value>[^，,。；;\s]{2,12}?)(?:做|当|担任)(?:一名|一个|一位)?"
                                r"[^，,。；;\s]{0,6}?(?:" + _ROLE_ZH + ")"),
     ("role", _ZH_SUBJECT + r"在[^，,。；;\s]{2,12}?(?:做|当|担任)(?:一名|一个|一位)?(?P<value>[^，,。；;\s]{0,6}?(?:" + _ROLE_ZH + "))"),
-    ("role", _ZH_SUBJECT + r"(?:在[^，,。；;\s]{1,8}?)?(?:是|做|当|担任)(?:一名|一个|一位|个)?(?P<value>[^，,。；;\s]{0,8}?(?:" + _ROLE_ZH + "))"),
+    ("role", _ZH_SUBJECT + r"(?:在[^，,。；;\s]{1,8}?)?(?:转岗|转行|改行|转)?(?:是|做|当|担任)(?:一名|一个|一位|个)?(?P<value>[^，,。；;\s]{0,8}?(?:" + _ROLE_ZH + "))"),
     ("role", _EN_SUBJECT + r"(?:am|is|works? as|worked as)\s+(?:a|an)\s+(?P<value>(?:[\w\-]+ ){0,3}?(?:" + _ROLE_EN + r"))\b"),
     ("team", _EN_SUBJECT + r"(?:am|is|'m)\s+(?:now\s+)?on\s+the\s+(?P<value>[\w\-]+(?: [\w\-]+)?)\s+team\b"),
     ("team", _ZH_SUBJECT + r"在(?P<value>[^，,。；;\s]{1,8}?)(?:组|团队|小组)(?:$|[，,。；;了])"),
