@@ -82,7 +82,7 @@ def api(tmp_path):
 
     bank = MemoryBank(Settings(home=tmp_path / "home"), embedder=FakeEmbedder())
     old = bank.add("The user works in TypeScript", memory_type="preference")
-    new = bank.add("The user works in JavaScript now", memory_type="preference")
+    new = bank.add("The user works in JavaScript now", memory_type="preference", resolve=False)  # replaced by hand
     bank.supersede(old.id, new.id)
     pending = bank.add("The user maybe plays the cello", source="extracted", confidence=0.2, status="pending")
     doomed = bank.add("The user maybe sails", source="extracted", confidence=0.2, status="pending")

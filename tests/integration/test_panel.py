@@ -31,7 +31,7 @@ def _seeded(settings):
     bank = MemoryBank(settings, embedder=FakeEmbedder())
     bank.add("The user prefers green tea in the afternoon", memory_type="preference", importance=0.7, tags=["tea"])
     old = bank.add("The user works in TypeScript", memory_type="preference")
-    new = bank.add("The user works in JavaScript now", memory_type="preference")
+    new = bank.add("The user works in JavaScript now", memory_type="preference", resolve=False)  # replaced by hand below
     bank.supersede(old.id, new.id)
     bank.add("Deadline for the billing migration is Friday", session_id="work")
     return bank, old, new
