@@ -4,7 +4,8 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# torch first and pinned: an unpinned torch (pulled in by sentence-transformers) would be a multi-GB CUDA build.
+# torch first and pinned: an unpinned torch (pulled in by the sentence-transformers extra, which the suite needs for
+# its second model, all-MiniLM-L6-v2) would be a multi-GB CUDA build. `pip install vecmem` alone brings no torch.
 TORCH  ?= torch==2.13.0
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -30,14 +31,14 @@ help:
 	@echo "make bench-reindex - reindex of 100,000 memories between two fake models, rate and wall time (BENCH_REINDEX_ARGS)"
 	@echo "make bench-writes - acknowledged writes/s through 1, 2 and 4 workers on PostgreSQL and a Chroma server (BENCH_WRITES_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
-	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras and the LangGraph/LangChain adapters' packages"
+	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras, the sentence-transformers models and the LangGraph/LangChain adapters' packages"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vecmem needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev,langchain]'
+	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev,langchain,sentence-transformers]'
 	@touch $@
 
 install: $(STAMP)
@@ -136,13 +137,14 @@ bench-writes: install postgres
 	$(BIN)/python scripts/bench_writes.py $(BENCH_WRITES_ARGS)
 
 # mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
-# protobuf older than the one vecmem's venv has.
+# protobuf older than the one vecmem's venv has. Its embedder is all-MiniLM-L6-v2 through sentence-transformers,
+# hence that extra.
 MEM0_VENV := .venv-mem0
 $(MEM0_VENV)/.installed-stamp: pyproject.toml
 	$(PYTHON) -m venv $(MEM0_VENV)
 	$(MEM0_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MEM0_VENV)/bin/python -m pip install --quiet "$(TORCH)"
-	$(MEM0_VENV)/bin/python -m pip install --quiet -e . "mem0ai==2.2.1"
+	$(MEM0_VENV)/bin/python -m pip install --quiet -e '.[sentence-transformers]' "mem0ai==2.2.1"
 	@touch $@
 
 bench-mem0: $(MEM0_VENV)/.installed-stamp
