@@ -367,6 +367,12 @@ class Settings:
         return bool(self.openai_api_key or self.openai_base_url)
 
     @property
+    def segmenter_cache(self) -> Path:
+        """Where jieba's dictionary is kept once built (retrieval/query/tokenize.py): in the home, so a cleaned
+        system temp folder (jieba's own place for it) does not make a new process build it again."""
+        return self.home / "jieba-dictionary.npz"
+
+    @property
     def location(self) -> str:
         """Where memories live, for messages: the server URL or the embedded store's folder."""
         return self.chroma_url or str(self.home)
