@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-cli bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -25,6 +25,7 @@ help:
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native and paraphrase sets (and LoCoMo, MADial-Bench when $(SHARED_DATA) holds them); the update dev set per write path"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
+	@echo "make bench-cli - vecmem search/add/--help from the shell on 1,000 memories, each a new process, beside python -c pass (BENCH_CLI_ARGS=\"--owner\" adds them through vecmem serve)"
 	@echo "make bench-targets - the speed targets of the default model and all-MiniLM-L6-v2 (BENCH_TARGETS_ARGS)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
@@ -98,6 +99,13 @@ torture: install
 BENCH_ARGS ?= --n 5000 --queries 200
 bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+# A command line that answers at once (scripts/bench_cli.py): `vecmem search` (an English and a Chinese query),
+# `vecmem add` and `vecmem --help` from the shell, each a new process, on a store of 1,000 memories, medians of 5
+# beside the bare interpreter's start measured in the same run; --owner times them through `vecmem serve` too.
+BENCH_CLI_ARGS ?= --n 1000 --runs 5
+bench-cli: install
+	$(BIN)/python scripts/bench_cli.py $(BENCH_CLI_ARGS)
 
 # The speed targets (scripts/bench_targets.py) of the default model and of all-MiniLM-L6-v2, one after the other
 # so their figures share the machine's load: 100,000 memories of which 1,000 are embedded for real (the rest's
