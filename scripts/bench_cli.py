@@ -1,6 +1,6 @@
 """How long the `vecmem` command takes from the shell, each call a new process, on a store of 1,000 memories:
 
-    python scripts/bench_cli.py [--n 1000] [--runs 5] [--owner] [--json]
+    python scripts/bench_cli.py [--n 1000] [--runs 5] [--owner] [--against ../other-checkout] [--json]
 
 It seeds a temporary VECMEM_HOME with ``--n`` memories through the public API (``MemoryBank.add_records``: the
 synthetic corpus of bench.py, one user, English and Chinese, embedded by the default model, so about half a
@@ -11,9 +11,11 @@ calibration and jieba's dictionary cache are made once per store, not per comman
 
 The commands: ``vecmem --help``, ``vecmem search`` with an English and with a Chinese query (only Chinese text
 loads jieba's dictionary), and ``vecmem add`` of a new statement each run. ``--owner`` times them again with
-``vecmem serve`` holding the store (every command then goes through it: interfaces/owner/). Which vecmem is
-measured is whichever this interpreter imports (PYTHONPATH included), so two checkouts compare by running this
-script twice. Figures are printed, never asserted; docs/benchmarks.md keeps them.
+``vecmem serve`` holding the store (every command then goes through it: interfaces/owner/). The vecmem measured
+is the one this interpreter imports; ``--against DIR`` also measures another checkout's (DIR first on
+PYTHONPATH) on the same store, its runs alternating with this one's, so both see the same load (the owner of
+each is its own ``vecmem serve``, one after the other). Figures are printed, never asserted;
+docs/benchmarks.md keeps them.
 """
 
 from __future__ import annotations
@@ -36,13 +38,16 @@ from bench import synthetic_corpus  # after the path line: bench.py is a sibling
 USER = "user-0"  # synthetic_corpus's one user when asked for one
 QUERY_EN = "what went wrong with the billing service?"
 QUERY_ZH = "我在杭州做什么工作？"
+Figures = dict[str, dict[str, float]]  # command -> median_s, min_s, max_s
 
 
-def _env(home: Path, cache: Path) -> dict[str, str]:
+def _env(home: Path, cache: Path, checkout: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VECMEM_", "OPENAI_"))}  # no chat model
     # an installed vecmem has its bytecode compiled; without it every start compiles ~150 modules
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(VECMEM_HOME=str(home), VECMEM_MODEL_CACHE=str(cache), VECMEM_USER=USER, HF_HUB_OFFLINE="1")
+    if checkout is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(checkout), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -79,18 +84,18 @@ def _commands() -> dict[str, Callable[[int], list[str]]]:
     }
 
 
-def _figures(env: dict[str, str], runs: int) -> dict[str, dict[str, float]]:
-    figures = {}
+def _figures(envs: dict[str, dict[str, str]], runs: int) -> dict[str, Figures]:
+    """Each command's figures under each environment (a checkout), their runs alternating."""
+    walls: dict[str, dict[str, list[float]]] = {label: {} for label in envs}
     for name, argv in _commands().items():
-        _timed(argv(-1), env)  # untimed: whatever a store makes once (calibration, jieba's cache) is made here
-        walls = [_timed(argv(i), env) for i in range(runs)]
-        figures[name] = {"median_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
-                         "max_s": round(max(walls), 3)}
-    return figures
-
-
-def _cell(figure: dict[str, float]) -> str:
-    return f"{figure['median_s']:.2f} ({figure['min_s']:.2f}-{figure['max_s']:.2f})"
+        for env in envs.values():
+            _timed(argv(-1), env)  # untimed: whatever a store makes once (calibration, jieba's cache) is made here
+        for i in range(runs):
+            for label, env in envs.items():
+                walls[label].setdefault(name, []).append(_timed(argv(i), env))
+    return {label: {name: {"median_s": round(statistics.median(times), 3), "min_s": round(min(times), 3),
+                           "max_s": round(max(times), 3)} for name, times in by_command.items()}
+            for label, by_command in walls.items()}
 
 
 def _free_port() -> int:
@@ -100,8 +105,8 @@ def _free_port() -> int:
         return port
 
 
-def _through_owner(home: Path, env: dict[str, str], runs: int) -> dict[str, dict[str, float]]:
-    """The same figures with `vecmem serve` holding the store."""
+def _through_owner(home: Path, label: str, env: dict[str, str], runs: int) -> Figures:
+    """The same figures with `vecmem serve` (of the same checkout) holding the store."""
     server = subprocess.Popen([sys.executable, "-m", "vecmem", "serve", "--port", str(_free_port())], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -110,10 +115,18 @@ def _through_owner(home: Path, env: dict[str, str], runs: int) -> dict[str, dict
             if server.poll() is not None or time.perf_counter() - started > 120:
                 raise SystemExit(f"bench_cli: vecmem serve did not start: {server.stderr.read() if server.stderr else ''}")
             time.sleep(0.05)
-        return _figures(env, runs)
+        return _figures({label: env}, runs)[label]
     finally:
         server.terminate()
         server.wait(60)
+        gone = time.perf_counter() + 30
+        while (home / "owner.json").exists() and time.perf_counter() < gone:  # it removes its file as it stops
+            time.sleep(0.05)
+        (home / "owner.json").unlink(missing_ok=True)  # the next owner's start is told by its own file
+
+
+def _cell(figure: dict[str, float]) -> str:
+    return f"{figure['median_s']:.2f} ({figure['min_s']:.2f}-{figure['max_s']:.2f})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,33 +134,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1000, help="memories in the store (default 1000)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each command (default 5)")
     parser.add_argument("--owner", action="store_true", help="also time them through `vecmem serve`")
-    parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="also time another checkout's vecmem (its root folder), alternating with this one")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     args = parser.parse_args(argv)
     import vecmem
 
+    this = str(Path(vecmem.__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory(prefix="vecmem-bench-cli-") as folder:
         home, cache = Path(folder) / "home", Path(folder) / "cache"
         seeded_s = _seed(home, cache, args.n)
-        env = _env(home, cache)
+        envs = {this: _env(home, cache)}
+        if args.against is not None:
+            envs[str(args.against.resolve())] = _env(home, cache, args.against.resolve())
         load_before = os.getloadavg()
-        columns = {"no owner": _figures(env, args.runs)}
+        tables = {"no owner": _figures(envs, args.runs)}
         if args.owner:
-            columns["through vecmem serve"] = _through_owner(home, env, args.runs)
+            tables["through vecmem serve"] = {label: _through_owner(home, label, env, args.runs)
+                                              for label, env in envs.items()}
         load_after = os.getloadavg()
-    report = {"vecmem": str(Path(vecmem.__file__).parent), "memories": args.n, "seeded_s": round(seeded_s, 1),
-              "runs": args.runs, "load_average": [round(load_before[0], 2), round(load_after[0], 2)],
-              "figures": columns}
+    report = {"memories": args.n, "seeded_s": round(seeded_s, 1), "runs": args.runs,
+              "load_average": [round(load_before[0], 2), round(load_after[0], 2)], "figures": tables}
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
-    print(f"vecmem from {report['vecmem']}; {args.n} memories (seeded in {report['seeded_s']} s); "
-          f"{args.runs} runs each, in seconds; 1-minute load average {load_before[0]:.2f} before, "
-          f"{load_after[0]:.2f} after")
-    header = f"{'command':<22}" + "".join(f"{name + ': median (min-max)':>40}" for name in columns)
-    print(header)
-    for command in _commands():
-        cells = "".join(f"{_cell(figures[command]):>40}" for figures in columns.values())
-        print(f"{command:<22}{cells}")
+    print(f"{args.n} memories (seeded in {report['seeded_s']} s); {args.runs} runs each, in seconds: median "
+          f"(fastest-slowest); 1-minute load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
+    for mode, columns in tables.items():
+        print(f"\n{mode}:")
+        for number, label in enumerate(columns, start=1):
+            print(f"  [{number}] vecmem of {label}")
+        print(f"  {'command':<22}" + "".join(f"{f'[{number}]':>22}" for number in range(1, len(columns) + 1)))
+        for command in _commands():
+            print(f"  {command:<22}" + "".join(f"{_cell(figures[command]):>22}" for figures in columns.values()))
     return 0
 
 
