@@ -19,14 +19,14 @@ Each memory is found by its content, tags and ``context`` (text kept only for re
 the message it was extracted from). Its tokens are computed once at write time and stored with the memory, so
 an index is rebuilt from the store without re-tokenizing.
 
-**jieba's dictionary.** jieba builds a prefix dictionary of about 500,000 entries from its word list before it
-cuts the first text (seconds), and caches it with marshal in the system temp folder, which is cleaned from time to
-time; loading that cache still takes most of a second. Text without Chinese never loads it. Once a bank names
-a file (``keep_dictionary_in``: ``Settings.segmenter_cache``, in VECMEM_HOME), the dictionary is built once and
-kept there as plain arrays (the words as one UTF-8 text, their counts as integers, jieba's version in a header:
-an ``.npz`` read with ``allow_pickle=False``, so no code runs from it), which a new process reads in a fraction
-of the time; a file of another jieba version, or one that does not read, is built again. jieba's own cache is
-then neither read nor written. The figures are in docs/benchmarks.md.
+**jieba's dictionary.** Before it cuts its first text, jieba builds a prefix dictionary (every word of its word
+list and every prefix of one) and caches it with marshal in the system temp folder, which is cleaned from time to
+time; reading that cache takes about as long as building it. Text without Chinese never loads it. Once a bank
+names a file (``keep_dictionary_in``: ``Settings.segmenter_cache``, in VECMEM_HOME), the dictionary is built once
+and kept there as plain arrays (the words as one UTF-8 text, their counts as integers, jieba's version in a
+header: an ``.npz`` read with ``allow_pickle=False``, so no code runs from it), which a new process reads in a
+fraction of that time (docs/benchmarks.md); a file of another jieba version, or one that does not read, is built
+again. jieba's own cache is then neither read nor written.
 """
 
 from __future__ import annotations
