@@ -25,7 +25,7 @@ help:
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native and paraphrase sets (and LoCoMo, MADial-Bench when $(SHARED_DATA) holds them); the update dev set per write path"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
-	@echo "make bench-cli - vecmem search/add/--help from the shell on 1,000 memories, each a new process, beside python -c pass (BENCH_CLI_ARGS=\"--owner\" adds them through vecmem serve)"
+	@echo "make bench-cli - vecmem search/add/--help from the shell on 1,000 memories, each a new process, beside python -c pass (BENCH_CLI_ARGS=\"--owner --linger 60\" adds them through vecmem serve and with VECMEM_OWNER_LINGER)"
 	@echo "make bench-targets - the speed targets of the default model and all-MiniLM-L6-v2 (BENCH_TARGETS_ARGS)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
@@ -102,7 +102,8 @@ bench: install
 
 # A command line that answers at once (scripts/bench_cli.py): `vecmem search` (an English and a Chinese query),
 # `vecmem add` and `vecmem --help` from the shell, each a new process, on a store of 1,000 memories, medians of 5
-# beside the bare interpreter's start measured in the same run; --owner times them through `vecmem serve` too.
+# beside the bare interpreter's start measured in the same run; --owner times them through `vecmem serve` too,
+# --linger 60 with VECMEM_OWNER_LINGER=60 (the first command starts an owner the next ones go through).
 BENCH_CLI_ARGS ?= --n 1000 --runs 5
 bench-cli: install
 	$(BIN)/python scripts/bench_cli.py $(BENCH_CLI_ARGS)
