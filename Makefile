@@ -4,14 +4,15 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# torch first and pinned: an unpinned torch (pulled in by sentence-transformers) would be a multi-GB CUDA build.
+# torch first and pinned: an unpinned torch (pulled in by the sentence-transformers extra, which the suite needs for
+# its second model, all-MiniLM-L6-v2) would be a multi-GB CUDA build. `pip install vecmem` alone brings no torch.
 TORCH  ?= torch==2.13.0
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-cli bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -24,20 +25,21 @@ help:
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
 	@echo "make eval   - recall on the native and paraphrase sets (and LoCoMo, MADial-Bench when $(SHARED_DATA) holds them); the update dev set per write path"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
+	@echo "make bench-cli - vecmem search/add/--help from the shell on 1,000 memories, each a new process, beside python -c pass (BENCH_CLI_ARGS=\"--owner --linger 60\" adds them through vecmem serve and with VECMEM_OWNER_LINGER)"
 	@echo "make bench-targets - the speed targets of the default model and all-MiniLM-L6-v2 (BENCH_TARGETS_ARGS)"
 	@echo "make bench-users - many small users: ingest against the model, search, RSS, disk (BENCH_USERS_ARGS)"
 	@echo "make bench-ann - recall@10/@40 and latency of a user's own collection's HNSW against the exact scan (BENCH_ANN_ARGS)"
 	@echo "make bench-reindex - reindex of 100,000 memories between two fake models, rate and wall time (BENCH_REINDEX_ARGS)"
 	@echo "make bench-writes - acknowledged writes/s through 1, 2 and 4 workers on PostgreSQL and a Chroma server (BENCH_WRITES_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
-	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras and the LangGraph/LangChain adapters' packages"
+	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras, the sentence-transformers models and the LangGraph/LangChain adapters' packages"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vecmem needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev,langchain]'
+	$(BIN)/python -m pip install --quiet -e '.[test,eval,dev,langchain,sentence-transformers]'
 	@touch $@
 
 install: $(STAMP)
@@ -98,6 +100,14 @@ BENCH_ARGS ?= --n 5000 --queries 200
 bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
+# A command line that answers at once (scripts/bench_cli.py): `vecmem search` (an English and a Chinese query),
+# `vecmem add` and `vecmem --help` from the shell, each a new process, on a store of 1,000 memories, medians of 5
+# beside the bare interpreter's start measured in the same run; --owner times them through `vecmem serve` too,
+# --linger 60 with VECMEM_OWNER_LINGER=60 (the first command starts an owner the next ones go through).
+BENCH_CLI_ARGS ?= --n 1000 --runs 5
+bench-cli: install
+	$(BIN)/python scripts/bench_cli.py $(BENCH_CLI_ARGS)
+
 # The speed targets (scripts/bench_targets.py) of the default model and of all-MiniLM-L6-v2, one after the other
 # so their figures share the machine's load: 100,000 memories of which 1,000 are embedded for real (the rest's
 # vectors synthesized), a 20,000-memory user's first search in a new process, `vecmem search` on a seeded store.
@@ -136,13 +146,14 @@ bench-writes: install postgres
 	$(BIN)/python scripts/bench_writes.py $(BENCH_WRITES_ARGS)
 
 # mem0 beside vecmem on the same 1,000 memories and queries. mem0 lives in a venv of its own: it needs a
-# protobuf older than the one vecmem's venv has.
+# protobuf older than the one vecmem's venv has. Its embedder is all-MiniLM-L6-v2 through sentence-transformers,
+# hence that extra.
 MEM0_VENV := .venv-mem0
 $(MEM0_VENV)/.installed-stamp: pyproject.toml
 	$(PYTHON) -m venv $(MEM0_VENV)
 	$(MEM0_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MEM0_VENV)/bin/python -m pip install --quiet "$(TORCH)"
-	$(MEM0_VENV)/bin/python -m pip install --quiet -e . "mem0ai==2.2.1"
+	$(MEM0_VENV)/bin/python -m pip install --quiet -e '.[sentence-transformers]' "mem0ai==2.2.1"
 	@touch $@
 
 bench-mem0: $(MEM0_VENV)/.installed-stamp

@@ -291,6 +291,9 @@ class Settings:
     dedicated_at: int = setting("VECMEM_DEDICATED_AT", 500, _integer, _at_least(1))
     # the memory budget of the caches of one process, in MiB
     cache_mb: int = setting("VECMEM_CACHE_MB", 512, _integer, _at_least(16))
+    # `vecmem` commands from the shell: a command that finds no owner of the embedded store starts one, which stays
+    # this many seconds after its last call (interfaces/owner/lingering.py); 0: each command opens the store itself
+    owner_linger: float = setting("VECMEM_OWNER_LINGER", 0.0, _number, _non_negative)
     # `vecmem serve`: the bearer token it requires
     api_token: str | None = setting("VECMEM_API_TOKEN", None, _text, repr=False)
     # `vecmem serve`: Host names it answers for besides loopback (comma-separated), like --allow-host
@@ -365,6 +368,12 @@ class Settings:
     def llm_configured(self) -> bool:
         """A chat model is configured when an API key or a base URL is set."""
         return bool(self.openai_api_key or self.openai_base_url)
+
+    @property
+    def segmenter_cache(self) -> Path:
+        """Where jieba's dictionary is kept once built (retrieval/query/tokenize.py): in the home, so a cleaned
+        system temp folder (jieba's own place for it) does not make a new process build it again."""
+        return self.home / "jieba-dictionary.npz"
 
     @property
     def location(self) -> str:

@@ -104,3 +104,37 @@ def test_serve_answers_over_real_http_and_refuses_the_network_without_a_token(tm
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_with_a_linger_the_first_command_starts_an_owner_the_next_ones_use_and_it_stops_when_quiet(tmp_path):
+    import os
+    import time
+
+    home = tmp_path / "home"
+    env = cli_env(home, VECMEM_OWNER_LINGER="4")
+    first = run_cli("add", "The user's favourite fruit is the mango", env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("\n") == 1 and "started an owner of the store" in first.stderr
+    owner = json.loads((home / "owner.json").read_text())
+    assert owner["program"] == "python -m vecmem.interfaces.owner.lingering"
+
+    hits = run_cli("search", "favourite fruit", "--json", env=env)
+    assert hits.returncode == 0 and hits.stderr == "", hits.stderr  # no second owner, nothing said
+    assert json.loads(hits.stdout)[0]["content"] == "The user's favourite fruit is the mango"
+    assert json.loads((home / "owner.json").read_text())["pid"] == owner["pid"]
+
+    def running(pid: int) -> bool:  # a zombie (its parent, the command, is gone) has stopped too
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            return False
+
+    deadline = time.monotonic() + 60  # quiet for 4 s: it stops, owner.json first, then the process
+    while running(owner["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not running(owner["pid"]), "the lingering owner did not stop"
+    assert not (home / "owner.json").exists()
+    alone = run_cli("search", "favourite fruit", "--json", env=cli_env(home))  # the store is free again
+    assert alone.returncode == 0 and json.loads(alone.stdout)[0]["content"] == "The user's favourite fruit is the mango"

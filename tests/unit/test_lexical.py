@@ -173,3 +173,57 @@ def test_the_query_stopwords_hold_nltks_english_list_as_bm25s_ships_it():
 
     assert frozenset(STOPWORDS_EN_PLUS) <= QUERY_STOPWORDS
     assert {"what", "did", "谁", "啥"} <= QUERY_STOPWORDS and "caroline" not in QUERY_STOPWORDS
+
+
+# ---- jieba's dictionary kept in the home (tokenize.keep_dictionary_in)
+
+def test_the_kept_dictionary_reads_back_as_written_and_only_for_its_jieba(tmp_path):
+    from vecmem.retrieval.query.tokenize import read_dictionary, write_dictionary
+
+    kept = tmp_path / "jieba-dictionary.npz"
+    write_dictionary(kept, "0.42.1", {"杭州": 20, "杭": 0, "杭州市": 3}, 23)
+    assert read_dictionary(kept, "0.42.1") == ({"杭州": 20, "杭": 0, "杭州市": 3}, 23)
+    assert read_dictionary(kept, "0.43") is None  # another jieba's words: built again
+    assert read_dictionary(tmp_path / "missing.npz", "0.42.1") is None
+    assert [path.name for path in tmp_path.iterdir()] == ["jieba-dictionary.npz"]  # no temporary file left
+
+
+def test_a_damaged_dictionary_file_is_built_again_not_trusted(tmp_path):
+    from vecmem.retrieval.query.tokenize import read_dictionary, write_dictionary
+
+    kept = tmp_path / "jieba-dictionary.npz"
+    write_dictionary(kept, "0.42.1", {"杭州": 20, "杭": 0}, 20)
+    kept.write_bytes(kept.read_bytes()[:-40])  # cut short
+    assert read_dictionary(kept, "0.42.1") is None
+    kept.write_bytes(b"not a zip")
+    assert read_dictionary(kept, "0.42.1") is None
+
+
+def test_a_folder_that_cannot_be_written_costs_a_build_not_an_error(tmp_path):
+    from vecmem.retrieval.query.tokenize import write_dictionary
+
+    write_dictionary(tmp_path / "gone" / "jieba-dictionary.npz", "0.42.1", {"杭州": 20}, 20)
+    assert not (tmp_path / "gone").exists()
+
+
+@pytest.mark.slow  # builds jieba's dictionary in a new process (a second or two)
+def test_a_home_builds_jiebas_dictionary_once_and_later_processes_read_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    kept = tmp_path / "jieba-dictionary.npz"
+    env = {**os.environ, "TMPDIR": str(tmp_path / "temp")}  # jieba's own cache would go there: it must not
+    (tmp_path / "temp").mkdir()
+    cut = ("import sys, marshal; from pathlib import Path; from vecmem.retrieval.query import tokenize as t; {before}"
+           "t.keep_dictionary_in(Path(sys.argv[1])); print(t.tokenize('我住在杭州，在一家云计算公司工作'))")
+    built = subprocess.run([sys.executable, "-c", cut.format(before=""), str(kept)], env=env, capture_output=True,
+                           text=True, check=True)
+    assert kept.is_file() and not list((tmp_path / "temp").iterdir())
+    # a later process reads the file: building the dictionary again would fail here
+    never_build = "import jieba; jieba.dt.gen_pfdict = None; "
+    read = subprocess.run([sys.executable, "-c", cut.format(before=never_build), str(kept)], env=env,
+                          capture_output=True, text=True, check=True)
+    plain = subprocess.run([sys.executable, "-c", "from vecmem.retrieval.query.tokenize import tokenize; "
+                            "print(tokenize('我住在杭州，在一家云计算公司工作'))"], capture_output=True, text=True, check=True)
+    assert built.stdout == read.stdout == plain.stdout and "杭州" in plain.stdout

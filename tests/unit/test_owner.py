@@ -330,7 +330,7 @@ def test_a_command_through_an_owner_imports_no_store_and_no_model(owned, setting
     bank.add("The user likes green tea")
     probe = ("import sys\nfrom vecmem.interfaces.cli.main import main\ncode = main(['list'])\n"
              "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'chromadb', 'torch', 'sentence_transformers', "
-             "'onnxruntime', 'tiktoken', 'transformers'})\nprint('HEAVY', heavy, code)")
+             "'onnxruntime', 'tiktoken', 'transformers', 'numpy'})\nprint('HEAVY', heavy, code)")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("VECMEM_")}, "VECMEM_HOME": str(settings.home),
            "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
@@ -343,3 +343,50 @@ def test_values_the_wire_cannot_carry_are_refused_naming_the_argument(client):
         client.add_messages([{"role": "user", "content": "hi", "attachment": object()}])
     assert refused.value.field == "messages"
     assert encode(("a", 1)) == {"$t": "tuple", "v": ["a", 1]}
+
+
+# ---- an owner for the shell (VECMEM_OWNER_LINGER: interfaces/owner/lingering.py)
+
+def test_the_owner_knows_how_long_no_call_has_come(owned, client):
+    _, endpoint = owned
+    time.sleep(0.3)
+    assert endpoint.quiet_for() >= 0.3
+    client.count()
+    assert endpoint.quiet_for() < 0.3
+
+
+def test_an_owner_that_lingers_returns_once_quiet_for_long_enough():
+    from vecmem.interfaces.owner.lingering import serve_until_quiet
+
+    asked = iter([0.0, 0.0, 0.6, 1.2])  # a call under way, then quiet
+    serve_until_quiet(lambda: next(asked), 1.0)
+    assert next(asked, None) is None
+
+
+def test_with_a_linger_a_command_goes_through_the_owner_there_is_and_starts_none(owned, monkeypatch, settings):
+    from vecmem.interfaces.owner import lingering
+
+    bank, _ = owned
+    bank.add("The user likes green tea")
+    monkeypatch.setenv("VECMEM_HOME", str(settings.home))
+    monkeypatch.setenv("VECMEM_OWNER_LINGER", "30")
+    monkeypatch.delenv("VECMEM_CHROMA_URL", raising=False)
+    monkeypatch.setattr(lingering.subprocess, "Popen", lambda *a, **k: pytest.fail("an owner was started"))
+    out, err = io.StringIO(), io.StringIO()
+    assert cli_main(["list", "--json"], stdout=out, stderr=err) == 0
+    assert [m["content"] for m in json.loads(out.getvalue())] == ["The user likes green tea"] and err.getvalue() == ""
+
+
+def test_an_owner_that_could_not_start_leaves_the_command_to_open_the_store(settings, monkeypatch):
+    from vecmem.interfaces.owner import lingering
+
+    class Gone:  # the owner's process left at once (another process holds the store, or it could not open it)
+        pid = 999_999
+
+        def poll(self) -> int:
+            return 1
+
+    said: list[str] = []
+    monkeypatch.setattr(lingering.subprocess, "Popen", lambda *a, **k: Gone())
+    assert lingering.through_lingering_owner(settings.with_changes(owner_linger=30.0), said.append) is None
+    assert said == []

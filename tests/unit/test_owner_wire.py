@@ -254,3 +254,23 @@ def test_owner_json_is_read_only_when_it_is_ours_private_and_well_formed(tmp_pat
                    info.to_json().replace('"vecmem serve"', "3"), info.to_json()[:-1] + ', "more": 1}'):
         _write(tmp_path / "owner.json", broken)
         assert read_owner(tmp_path) is None, broken
+
+
+def test_a_command_through_the_owner_imports_neither_numpy_nor_the_stores_modules():
+    """A `vecmem` command that an owner answers starts as fast as the wire lets it: the value types of an answer
+    are imported when one comes (a record: models.py), not the doctor's, the listing's store and numpy."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import vecmem.interfaces.cli.main, vecmem.interfaces.owner.opening; "
+            "from vecmem.interfaces.owner.wire import decode, encode; from vecmem.models import MemoryRecord; "
+            "assert decode(encode([MemoryRecord(id='m-1', content='x')]), trusted=True)[0].id == 'm-1'; "
+            "heavy = {'numpy', 'chromadb', 'vecmem.storage.base', 'vecmem.maintenance.doctor'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_value_types_are_found_by_name_where_they_are_defined():
+    assert all(VALUE_TYPES[name].__name__ == name for name in VALUE_TYPES)
+    with pytest.raises(KeyError):
+        VALUE_TYPES["Path"]  # a name off the list is never looked up

@@ -24,11 +24,14 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from vecmem.errors import ConflictError
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
-from vecmem.storage.base import MemoryStore
 from vecmem.validation import MAX_IDENTIFIER_CHARS
+
+if TYPE_CHECKING:  # resolving.py's AddResult, which a command through an owner reads, needs no store (nor numpy)
+    from vecmem.storage.base import MemoryStore
 
 __all__ = ["Read", "history", "moving", "reader", "replaced_first", "restoration", "revision", "revision_id",
            "revision_number", "seen_wherever", "successors", "superseding", "unlinking", "version_dates"]

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vecmem.errors import InvalidInputError
 from vecmem.models import MemoryFilter, MemoryRecord
-from vecmem.storage.base import MemoryStore
-from vecmem.storage.state.access import AccessStats
 from vecmem.validation import check_type_names, require_positive_int
+
+if TYPE_CHECKING:  # a client of the store's owner reads MemoryPage and DEFAULT_SORT without the store's modules
+    from vecmem.storage.base import MemoryStore
+    from vecmem.storage.state.access import AccessStats
 
 __all__ = ["DEFAULT_SORT", "SORTS", "SORT_FIELDS", "MemoryPage", "listed", "page"]
 

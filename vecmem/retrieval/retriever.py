@@ -36,7 +36,7 @@ from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResu
 from vecmem.retrieval.index.replica import Replicas, Snapshot, UserCopy
 from vecmem.retrieval.query.parsed import DIALOGUE_KEYWORD_DECAY, ParsedQuery, parse_query
 from vecmem.retrieval.query.timeframe import TimeWindow
-from vecmem.retrieval.query.tokenize import matched_terms, memory_tokens, recency_weights
+from vecmem.retrieval.query.tokenize import keep_dictionary_in, matched_terms, memory_tokens, recency_weights
 from vecmem.retrieval.query.variants import NO_VARIANTS, Variants, spelling_variants
 from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
 from vecmem.retrieval.relevance import Cohort
@@ -79,6 +79,8 @@ class Retriever:
         self._cohort = Cohort(embedder, (settings.model_cache, settings.home / "cache"))
         self._pool: ThreadPoolExecutor | None = None  # embeds a query while the keyword side runs; made lazily
         self._pool_lock = threading.Lock()
+        # jieba's dictionary built once per home, not again whenever the system temp folder is cleaned (tokenize.py)
+        keep_dictionary_in(settings.segmenter_cache)
         _OPEN.add(self)
 
     # ------------------------------------------------------------------------------------------ keeping in step

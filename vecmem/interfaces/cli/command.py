@@ -78,12 +78,21 @@ class Context:
 
     def bank(self, *, verify_model: bool = True) -> MemoryApi:
         """The store's owner when a process holds it and serves it, else the store opened here (through
-        ``bank_factory`` when given; interfaces/owner/opening.py)."""
+        ``bank_factory`` when given; interfaces/owner/opening.py). With ``VECMEM_OWNER_LINGER`` set, an embedded
+        store with no owner gets one that outlives this command, for the next ones (interfaces/owner/lingering.py);
+        not for a command that opens the store with another model (``verify_model=False``: reindex)."""
         from vecmem.interfaces.owner.opening import (
             open_bank,  # Chroma and the model only once a command needs the store
         )
 
-        return open_bank(self.settings(), verify_model=verify_model, factory=self.bank_factory)
+        settings = self.settings()
+        if settings.owner_linger > 0 and not settings.chroma_url and verify_model and self.bank_factory is None:
+            from vecmem.interfaces.owner.lingering import through_lingering_owner
+
+            remote = through_lingering_owner(settings, lambda line: print(line, file=self.err, flush=True))
+            if remote is not None:
+                return remote
+        return open_bank(settings, verify_model=verify_model, factory=self.bank_factory)
 
     @property
     def user(self) -> str | None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from vecmem.bank.resolving import AddResult
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.cli.command import EXIT_OK, EXIT_USAGE, CommandGroup, Context, UsageError, arg, positive_int
 from vecmem.interfaces.cli.output import print_hits, print_records
 from vecmem.models import MEMORY_TYPES, SOURCES, STATUSES
+
+if TYPE_CHECKING:  # resolving.py brings the store's modules and numpy: not for `vecmem --help` or a command an owner answers
+    from vecmem.bank.resolving import AddResult
 
 __all__ = ["commands", "default_seed_file"]
 

