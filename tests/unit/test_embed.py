@@ -36,7 +36,7 @@ def test_the_bundled_model_is_found_by_path():
 
 def test_constructing_an_embedder_loads_nothing():
     code = (
-        "import sys; from vecmem import SentenceTransformerEmbedder as E; e = E(); "
+        "import sys; from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder as E; e = E(); "
         "assert e.name and not e.loaded; "
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules"
     )
