@@ -33,7 +33,8 @@ from bench import (
     timed,
 )
 
-from vecmem import ChromaStore, Embedder, MemoryBank, Settings
+from vecmem import Embedder, MemoryBank, Settings
+from vecmem.storage.chroma.store import ChromaStore
 
 __all__ = ["many_users_report"]
 

@@ -34,7 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vecmem import Embedder, Learner, MemoryBank, Settings
+from vecmem import Embedder, MemoryBank, Settings
+from vecmem.agent.writing.learn import Learner
 
 __all__ = ["AgentResult", "Conversation", "Feed", "first_person", "locomo_feeds", "madial_feeds", "pronoun_of", "run_through_agent",
            "turn_recall"]

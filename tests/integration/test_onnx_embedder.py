@@ -12,7 +12,8 @@ import threading
 import numpy as np
 import pytest
 
-from vecmem import SentenceTransformerEmbedder, Settings
+from vecmem import Settings
+from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder
 from vecmem.retrieval.embedding.onnx_runtime import read_plain_pipeline, session_options
 
 LONG_ENGLISH = " ".join(["The user keeps a journal of every tea they brew, with the water temperature and steeping"
@@ -118,7 +119,8 @@ def test_the_query_and_ingest_threads_can_embed_at_once(fast_embedder):
 
 def test_a_new_process_embeds_without_importing_torch(export_folder):
     code = (
-        "import sys; from vecmem import SentenceTransformerEmbedder, Settings; "
+        "import sys; from vecmem import Settings; "
+        "from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder; "
         "e = SentenceTransformerEmbedder(cache_dir=Settings().model_cache); "
         "assert e.embed_query('tea').shape == (384,) and e.backend_used == 'onnx'; "
         "heavy = {'torch', 'transformers', 'sentence_transformers', 'optimum'} & set(sys.modules); "

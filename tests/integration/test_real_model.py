@@ -92,7 +92,8 @@ def test_persistence_with_the_real_model(tmp_path, real_embedder):
 
 
 def test_a_folder_that_is_not_a_model_is_an_embedding_error(tmp_path):
-    from vecmem import EmbeddingError, SentenceTransformerEmbedder
+    from vecmem import EmbeddingError
+    from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(EmbeddingError, match="could not load embedding model"):
@@ -102,7 +103,7 @@ def test_a_folder_that_is_not_a_model_is_an_embedding_error(tmp_path):
 def test_the_onnx_and_torch_backends_give_the_same_vectors(real_embedder, tmp_path):
     import numpy as np
 
-    from vecmem import SentenceTransformerEmbedder
+    from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder
 
     texts = ["write me a sleep function", "用户喜欢简洁的代码风格，不需要过多注释"]
     torch_side = SentenceTransformerEmbedder(backend="torch")
@@ -113,7 +114,7 @@ def test_the_onnx_and_torch_backends_give_the_same_vectors(real_embedder, tmp_pa
 
 
 def test_the_onnx_export_is_cached_and_reused(tmp_path):
-    from vecmem import SentenceTransformerEmbedder
+    from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder
 
     first = SentenceTransformerEmbedder(cache_dir=tmp_path / "cache")
     first.embed_query("hello")

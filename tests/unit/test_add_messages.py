@@ -16,18 +16,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import ScriptedModel
-from vecmem import (
-    AddMessagesResult,
-    ConfigError,
-    InvalidInputError,
-    Learner,
-    LLMError,
-    MessageLearner,
-    OpenAIChatModel,
-    SkippedMessage,
-    Turn,
-)
+from vecmem import AddMessagesResult, ConfigError, InvalidInputError, LLMError, SkippedMessage, Turn
+from vecmem.agent.llm import OpenAIChatModel
+from vecmem.agent.writing.learn import Learner
 from vecmem.bank import learning
+from vecmem.bank.learning import MessageLearner
 from vecmem.interfaces.http.app import create_app
 from vecmem.interfaces.mcp_server import create_server
 

@@ -12,8 +12,9 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from vecmem import AsyncMemoryBank, MemoryBank, Plan, Settings, TypeGuess
+from vecmem import AsyncMemoryBank, MemoryBank, Settings
 from vecmem.bank import resolving
+from vecmem.bank.resolving import Plan, TypeGuess
 from vecmem.interfaces.http.app import create_app
 from vecmem.interfaces.mcp_server import create_server
 from vecmem.interfaces.owner.wire import decode, encode

@@ -14,8 +14,8 @@ from vecmem import (
     MemoryBank,
     MemoryRecord,
     NotFoundError,
-    content_id,
 )
+from vecmem.bank.facade import content_id
 from vecmem.retrieval.rank import prior_share
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server

@@ -2,7 +2,7 @@ import pytest
 import tiktoken
 
 from tests.conftest import T0
-from vecmem import BudgetError, BudgetShares, EstimatingCounter, MemoryRecord, TiktokenCounter, Turn
+from vecmem import BudgetError, BudgetShares, MemoryRecord, Turn
 from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.errors import InvalidInputError
 from vecmem.models import Hit
@@ -12,6 +12,8 @@ from vecmem.retrieval.budget import (
     LONG_TERM_HEADERS,
     TRUNCATION_MARKER,
     ContextAssembler,
+    EstimatingCounter,
+    TiktokenCounter,
     conversation_language,
     escape_line_text,
 )

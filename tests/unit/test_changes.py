@@ -5,7 +5,7 @@ import pytest
 
 import vecmem.storage.state.changes as changes_module
 from tests.conftest import FakeEmbedder
-from vecmem import MemoryFilter
+from vecmem.models import MemoryFilter
 from vecmem.retrieval.index.keyword import tokenize
 
 NEVER = 3600  # the count check of feed-less stores must play no part in these tests

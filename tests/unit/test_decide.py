@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vecmem import Known, MemoryRecord
+from vecmem import MemoryRecord
 from vecmem.agent.writing.claims import claims, normalized, value_tokens, without_claims
 from vecmem.agent.writing.decide import decide
+from vecmem.bank.resolving import Known
 
 EXAMPLES = int(os.environ.get("VECMEM_PROPERTY_EXAMPLES", "60"))
 

@@ -55,7 +55,7 @@ def test_without_sentence_transformers_another_model_names_the_extra(tmp_path, m
 
 def test_constructing_an_embedder_loads_nothing():
     code = (
-        "import sys; from vecmem import SentenceTransformerEmbedder as E; e = E(); "
+        "import sys; from vecmem.retrieval.embedding.embedders import SentenceTransformerEmbedder as E; e = E(); "
         "assert e.name and not e.loaded; "
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules"
     )

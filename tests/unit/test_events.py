@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from tests.conftest import ScriptedModel
-from vecmem import Learner, Turn
+from vecmem import Turn
 from vecmem.agent.writing.events import dated, event_reason
 from vecmem.agent.writing.gate import WriteGate
+from vecmem.agent.writing.learn import Learner
 from vecmem.agent.writing.statements import statements
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday

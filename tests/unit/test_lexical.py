@@ -1,6 +1,7 @@
 import pytest
 
-from vecmem import MemoryFilter, MemoryRecord
+from vecmem import MemoryRecord
+from vecmem.models import MemoryFilter
 from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, memory_tokens, split_dialogue, tokenize
 
 

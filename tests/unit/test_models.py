@@ -2,8 +2,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from vecmem import InvalidInputError, MemoryFilter, MemoryRecord
-from vecmem.models import MAX_CONTENT_CHARS, normalize_importance
+from vecmem import InvalidInputError, MemoryRecord
+from vecmem.models import MAX_CONTENT_CHARS, MemoryFilter, normalize_importance
 
 
 def record(**fields) -> MemoryRecord:

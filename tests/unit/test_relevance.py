@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import T0, FakeEmbedder, WideFakeEmbedder
-from vecmem import BudgetShares, MemoryRecord, TiktokenCounter
+from vecmem import BudgetShares, MemoryRecord
 from vecmem.models import Hit
-from vecmem.retrieval.budget import ContextAssembler
+from vecmem.retrieval.budget import ContextAssembler, TiktokenCounter
 from vecmem.retrieval.relevance import COHORT, Cohort, dense_relevance, idf, keyword_scale
 
 FACTS = ["The user lives in Hangzhou near West Lake", "The user works at Acme on the billing team",

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import FakeEmbedder
-from vecmem import MemoryFilter, MemoryRecord
+from vecmem import MemoryRecord
+from vecmem.models import MemoryFilter
 
 pytestmark = pytest.mark.both_stores  # in memory, embedded, and on a real `chroma run` server
 

@@ -3,7 +3,8 @@
 import json
 
 from tests.conftest import SEED_FILE
-from vecmem import MEMORY_TYPES, MemoryRecord
+from vecmem import MemoryRecord
+from vecmem.models import MEMORY_TYPES
 
 SEEDS = [json.loads(line) for line in SEED_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
 TUTORIAL = {

@@ -1,6 +1,7 @@
 import pytest
 
-from vecmem import InvalidInputError, SessionStore, Task
+from vecmem import InvalidInputError
+from vecmem.storage.state.sessions import SessionStore, Task
 
 
 @pytest.fixture

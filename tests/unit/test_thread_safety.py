@@ -17,8 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import REPO, FakeEmbedder
-from vecmem import MemoryFilter, MemoryRecord
+from vecmem import MemoryRecord
 from vecmem.interfaces.http.app import create_app
+from vecmem.models import MemoryFilter
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex
 from vecmem.retrieval.query.tokenize import memory_tokens, tokenize

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tests.conftest import T0
-from vecmem import InvalidInputError, content_id
+from vecmem import InvalidInputError
+from vecmem.bank.facade import content_id
 from vecmem.maintenance import transfer
 
 

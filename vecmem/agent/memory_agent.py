@@ -109,12 +109,13 @@ class TurnResult:
 
 
 class MemoryAgent:
-    """Memory around a chat: call ``turn(message)`` for each user message."""
+    """Memory around a chat: call ``turn(message)`` for each user message. ``sessions``: where the conversation is
+    kept (turns, tasks, decisions); the bank's settings' session store (``SessionStore.open``) when not given."""
 
     def __init__(
         self,
         bank: MemoryApi,
-        sessions: SessionStore,
+        sessions: SessionStore | None = None,
         *,
         model: ChatModel | None,
         session_id: str,
@@ -125,7 +126,7 @@ class MemoryAgent:
     ) -> None:
         settings = bank.settings
         self.bank = bank
-        self.sessions = sessions
+        self.sessions = sessions if sessions is not None else SessionStore.open(settings)  # the chat's own store
         self.model = None if model is None else MeteredModel(model, TiktokenCounter(settings.tokenizer).count)
         model = self.model
         self.user_id = user_id or settings.default_user
