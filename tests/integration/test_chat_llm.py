@@ -107,7 +107,7 @@ def test_a_scripted_chinese_session_through_the_real_client(tmp_path, real_embed
     assert "assistant> const sleep" in output
     # raw ids never reach the model, aliases do
     extract_inputs = [body["messages"][-1]["content"] for kind, body in requests if kind == "extract"]
-    assert any(re.search(r"\[0\] \(preference, \d{4}-\d{2}-\d{2}\) " + TS, text) for text in extract_inputs)
+    assert any(re.search(r"\[\d+\] \(preference, \d{4}-\d{2}-\d{2}\) " + TS, text) for text in extract_inputs)
     assert not any(re.search(r"\bm-[0-9a-f]{20}\b", text) for text in extract_inputs)
 
     # nothing said was lost: every failed step was retried, every message is in short-term memory
