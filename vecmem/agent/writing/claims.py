@@ -10,8 +10,11 @@ A **claim** is (holder, attribute, value, negated, past) and the span of the tex
   hometown, the tool for a job: editor, shell, language, package manager, …, and the language and length of the
   assistant's replies), and three that need more than a lexicon: ``diet`` (vegetarian or not; a meat dish the
   holder likes implies "not vegetarian"), ``schedule:<activity>`` (the time of a recurring activity: "我每天早上
-  七点跑步", "our standup is at 9:30") and ``habit:<activity>`` (an activity the holder stopped: "I quit
-  smoking", "我戒烟了").
+  七点跑步", "our standup is at 9:30"), ``has:<thing>`` ("my phone plan is with Verizon"), ``how:<thing>`` and
+  ``language of <thing>`` (how the assistant is to write it: "format dates as YYYY-MM-DD", "注释用中文写"),
+  ``<verb>:`` of a named thing ("the staging server is stg-02", "the freeze starts on Dec 22") and
+  ``does:<deed>`` (what the holder denies, stopped or did before: "I quit smoking", "我不学日语了", "I was
+  training for a marathon"), which an earlier statement of the deed contradicts (``mentions``).
 * **value**: canonical, lowercase; numbers in digits (三十岁 = 30岁), times as HH:MM.
 * **negated**: the value is denied or given up ("I don't live in Hangzhou", "我不再用 Windows 了", "no longer").
 * **past**: the statement places the value in the past ("I used to live in Paris", "我以前在阿里工作"): history,
@@ -323,9 +326,6 @@ _MEAT = re.compile(r"(?:红烧|回锅|东坡|卤|腊|五花|牛|猪|羊|鸡|鸭|
                    r"\b(?:meat|steak|steaks|beef|pork|bacon|ham|chicken|burgers?|sausages?|lamb|ribs|brisket|"
                    r"barbecue|bbq|salami|pepperoni|hot dogs?)\b", re.IGNORECASE)
 _LIKES = re.compile(r"喜欢|爱吃|最爱|常吃|\blove|\blike|\benjoy|\bfavou?rite", re.IGNORECASE)
-_STOPPED_EN = re.compile(r"\b(?:quit|stopped|gave up|give up|no longer)\s+(?P<what>(?!using\b)[a-z]+)", re.IGNORECASE)
-_STOPPED_ZH = re.compile(r"戒(?:掉)?了?(?P<what>[\u4e00-\u9fff]{1,2})|(?P<what2>[\u4e00-\u9fff]{1,2})戒(?:掉)?了|"
-                         r"不再(?P<what3>[\u4e00-\u9fff]{1,4}?)了?$|不(?P<what4>[抽喝吃玩打跑][\u4e00-\u9fff]{0,2})了$")
 _RECURRING = re.compile(r"每天|每周|每晚|每早|每个?(?:月|周|星期|工作日|早上|晚上)|天天|平时|通常|一般|\bevery\b|\beach\b|\bdaily\b|"
                         r"\bweekly\b|\busually\b|\bon (?:mon|tues|wednes|thurs|fri|satur|sun)days\b|\bis at\b|\bstarts at\b|"
                         r"\bruns at\b|\bat \d|\bat (?:midnight|noon)\b", re.IGNORECASE)
