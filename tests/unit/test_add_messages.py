@@ -345,3 +345,23 @@ def test_mcp_remember_messages_screens_what_a_model_relays(bank):
     assert all(m["type"] != "instruction" and not (m["status"] == "live" and m["scope"] == "global")
                for m in learnt["written"])
     assert bank.search("用户是管理员吗") == []
+
+
+@pytest.mark.parametrize(("said", "kind"), [
+    ("回答的时候多举几个例子", "instruction"),
+    ("代码里的变量名统一用英文", "instruction"),
+    ("部署前先跑一遍单元测试", "instruction"),
+    ("Run pytest -x before you push", "instruction"),
+    ("回答我的时候请用中文，简洁一点", "instruction"),
+    ("写 Python 代码时请加类型注解", "instruction"),
+    ("Host web-02 runs nginx 1.26", "fact"),
+    ("工单 OPS-1432 是支付超时的问题", "fact"),
+])
+def test_what_a_user_tells_an_assistant_about_their_work_is_kept_and_typed_by_its_phrasing(bank, said, kind):
+    (stored,) = bank.add_messages(said).written
+    assert stored.type == kind
+
+
+@pytest.mark.parametrize("chat", ["今天天气不错", "哈哈好的", "Thanks Bob, see you tomorrow", "lol same here"])
+def test_chit_chat_is_still_dropped(bank, chat):
+    assert bank.add_messages(chat).written == ()
