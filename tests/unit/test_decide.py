@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vecmem import MemoryRecord
-from vecmem.agent.writing.claims import claims, normalized, value_tokens, without_claims
+from vecmem.agent.writing.claims import claims, normalized, value_tokens
 from vecmem.agent.writing.decide import decide
+from vecmem.agent.writing.revision import without_claims
 from vecmem.bank.resolving import Known
 
 EXAMPLES = int(os.environ.get("VECMEM_PROPERTY_EXAMPLES", "60"))

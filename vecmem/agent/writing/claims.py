@@ -21,7 +21,7 @@ A **claim** is (holder, attribute, value, negated, past) and the span of the tex
   not the current value. In a timeline ("I used to live in Paris, now I'm in Rome", "我以前在阿里工作，现在在字节")
   the present clause inherits the attribute of the past one.
 
-``value_tokens`` are what makes two statements different however close their vectors are: numbers, versions,
+What is left of a memory when some of its claims are revised is ``revision.py``'s. ``value_tokens`` are what makes two statements different however close their vectors are: numbers, versions,
 identifiers (web-01, OPS-1432, alice02), code spans and commands, names, times and dates, and polarity.
 ``normalized`` is the form two wordings of the same statement share (case, width, punctuation, contractions,
 我/用户 and I/the user, the verb's person).
@@ -37,7 +37,7 @@ from functools import lru_cache
 from vecmem.agent.writing import topics
 from vecmem.text import has_cjk
 
-__all__ = ["Claim", "claims", "content_words", "looks_like_code", "mentions", "times", "normalized", "states_change", "value_tokens", "without_claims"]
+__all__ = ["Claim", "claims", "content_words", "looks_like_code", "mentions", "times", "normalized", "states_change", "value_tokens", "clauses_of"]
 
 
 @dataclass(frozen=True)
@@ -247,8 +247,8 @@ _ZH_GROUP = re.compile(r"^(?:我们|咱们|用户的?(?:团队|公司)|用户和
 _EN_PRONOUN_HOLDERS = frozenset({"he", "she", "they", "it", "his", "her"})
 
 
-def _clauses(text: str) -> list[tuple[int, str]]:
-    """(start, clause) pairs of the text."""
+def clauses_of(text: str) -> list[tuple[int, str]]:
+    """(start, clause) pairs of the text: cut at punctuation, "and"/"but" and 但是/不过."""
     found, start = [], 0
     for match in _CLAUSE.finditer(text):
         if match.start() > start:
@@ -610,7 +610,7 @@ def claims(text: str) -> tuple[Claim, ...]:
     """Every claim of a statement (module docstring), in order."""
     found: list[Claim] = []
     previous = ("user", False)
-    for offset, clause in _clauses(text):
+    for offset, clause in clauses_of(text):
         if lead := _LEAD.match(clause):
             offset, clause = offset + lead.end(), clause[lead.end():]
         if not clause:
@@ -649,84 +649,13 @@ def states_change(text: str) -> bool:
     return topics.has_change_cue(text) or bool(_CHANGE_ZH.search(text.strip()) or _CHANGE_EN.search(text))
 
 
-# ---------------------------------------------------------------------------------------------- partial revision
-
-_JOINER = re.compile(r"^\s*(?:和|与|跟|及|以及|、|,|，|and|or|&|/)\s*", re.IGNORECASE)
-_JOINER_BEFORE = re.compile(r"\s*(?:和|与|跟|及|以及|、|,|，|and|or|&|/)\s*$", re.IGNORECASE)
-_LEAD_VERB = re.compile(r"(?:平时|一般|主要|也|都|还)?(?:用|使用|改用|爱用|喜欢用|\buses?\b|\busing\b|\bin\b|\bwith\b)\s*$",
-                        re.IGNORECASE)
-
-
-_SUBJECT_WORDS = re.compile(r"^(?:其实|现在|平时)?(?:我们|咱们|用户的?|我的?)(?:女儿|儿子|妹妹|姐姐|哥哥|弟弟|妈妈|爸爸|老婆|老公)?|"
-                            r"^(?:the user(?:'s)?|i|we|my|our)\b(?:\s+(?:daughter|son|sister|brother|wife|husband))?",
-                            re.IGNORECASE)
-
-
-def without_claims(text: str, gone: list[Claim]) -> str | None:
-    """The text with what ``gone`` claims taken out, the rest kept as it was said: a value in a list loses its
-    place in the list ("红烧肉和火锅" -> "火锅"); otherwise its clause goes, and the words that lead into it (its
-    subject, "回答我的时候请") lead into the next clause. None when nothing worth keeping is left."""
-    clauses = _clauses(text)
-    cuts: set[tuple[int, int]] = set()
-    frames: dict[int, str] = {}
-    for claim in gone:
-        start, end = claim.span
-        clause_at = next(((s, c) for s, c in clauses if s <= start < s + len(c)), None)
-        if clause_at is None:
-            continue
-        clause_start, clause = clause_at
-        clause_end = clause_start + len(clause)
-        after, before = _JOINER.match(text[end:clause_end]), _JOINER_BEFORE.search(text[clause_start:start])
-        if after and end + after.end() < clause_end:  # "红烧肉和火锅": the value and its joiner
-            cuts.add((start, end + after.end()))
-            continue
-        if before and before.start() > 0:  # "火锅和红烧肉"
-            cuts.add((clause_start + before.start(), end))
-            continue
-        following = next((s for s, _c in clauses if s >= clause_end), None)
-        cuts.add((clause_start, following if following is not None else clause_end))
-        if claim.attribute.split("@")[0] in topics.SLOTS:  # "回答我的时候请用中文": what leads to the value
-            lead = _LEAD_VERB.search(text[clause_start:start])
-            frame = text[clause_start:start if lead is None else clause_start + lead.start()].strip()
-        else:  # "我住在苏州": only who it is about leads into the next clause
-            subject = _SUBJECT_WORDS.match(text[clause_start:start])
-            frame = subject.group(0).strip() if subject else ""
-        if following is not None and re.search(r"\w", frame) and not _starts_own(text[following:]):
-            frames[following] = frame + ("" if has_cjk(frame[-1:]) else " ")
-    pieces = []
-    cursor = 0
-    for start, end in sorted(cuts):
-        if start < cursor:
-            start = cursor
-        pieces.append(text[cursor:start])
-        cursor = max(cursor, end)
-        if cursor in frames:
-            pieces.append(frames.pop(cursor))
-    pieces.append(text[cursor:])
-    return _finish("".join(pieces))
-
-
-def _starts_own(clause: str) -> bool:
-    """The clause has a subject of its own, so no words need to lead into it."""
-    return bool(re.match(r"(?:我|用户|i\b|i'm|the user|my\b|we\b|our\b)", clause.strip(), re.IGNORECASE))
-
-
-def _finish(text: str) -> str | None:
-    text = re.sub(r"^[\s，,;；。.、]+|[\s，,;；、]+$", "", text)
-    text = re.sub(r"([，,;；])\s*[，,;；]+", r"\1", text)
-    text = re.sub(r"\s{2,}", " ", text)
-    if not re.search(r"[\w\u4e00-\u9fff]{2}", text):
-        return None
-    return text
-
-
 def mentions(text: str, deed: Claim) -> Claim | None:
     """The clause of ``text`` in which its holder does what ``deed`` (a ``does:`` claim) denies or ends, as the
     claim it makes ("I smoke a pack a day" for "I quit smoking"), or None."""
     key = deed.attribute.removeprefix("does:").split(" ") if " " in deed.attribute else [
         deed.attribute.removeprefix("does:")]
     previous = "user"
-    for offset, clause in _clauses(text):
+    for offset, clause in clauses_of(text):
         holder, cut, named = _holder(clause)
         holder = holder if named else previous
         previous = holder

@@ -38,9 +38,9 @@ from vecmem.agent.writing.claims import (
     normalized,
     states_change,
     value_tokens,
-    without_claims,
 )
 from vecmem.agent.writing.claims import mentions as claims_mentions
+from vecmem.agent.writing.revision import without_claims
 from vecmem.bank.resolving import Known, Plan
 from vecmem.models import MemoryRecord
 
