@@ -569,12 +569,13 @@ _THING_VERB = re.compile(r"^\s*(?P<verb>starts?|begins?|ends?|runs?|opens?|close
 
 def _thing_is(clause: str, holder: str, cut: int, offset: int) -> list[Claim]:
     """What a named thing is, or when it starts ("The staging server is stg-02.acme.io", "The deploy freeze starts
-    on Dec 22"): one value at a time. Only a value that names something (a number, an identifier, a name, a date)
-    counts: "Bob is tall" and "Bob is funny" are two things said of Bob, not one replacing the other."""
+    on Dec 22"): one value at a time. Never a person ("Melanie is going to Paris" and "Melanie is Caroline's
+    friend" both hold), and only a value that names something (a number, an identifier, a name, a date)."""
     rest = clause[cut:]
+    person = holder in _KIN.values() or (holder.isalpha() and " " not in holder)  # "Melanie is …", "my sister is …"
     match = _THING_VERB.match(rest) or _THING_IS.match(rest)
-    if match is None or holder in _EN_PRONOUN_HOLDERS:
-        return []
+    if match is None or person or holder in _EN_PRONOUN_HOLDERS:
+        return []  # what is said of a person in a word is many things at once, not one value replacing another
     value = " ".join(match.group("value").casefold().split())
     if not value or len(value) > 40 or not (re.search(r"\d", value) or value_tokens(match.group("value"))
                                              - {"¬"}):
