@@ -28,7 +28,10 @@ minus the better of dense and keyword at R@5 and R@10, which should never be bel
 
 ``--through-agent`` (LoCoMo, MADial-Bench) also feeds the conversations to the offline memory agent and scores
 recall of the evidence through the memories' provenance, beside the per-turn figures and with the tokens each
-protocol stores (scripts/eval_agent.py). ``--floor F`` counts only hits whose relevance reaches F: what a prompt
+protocol stores (scripts/eval_agent.py), and recall within the prompt's budget for both protocols: the memories
+taken in rank order while their text fits 512 and 2,048 tokens (``--budgets``), their evidence recall and the
+share of the reference answer's content words in their text (scripts/eval_budget.py). ``--conversations N``
+keeps LoCoMo's first N conversations. ``--floor F`` counts only hits whose relevance reaches F: what a prompt
 would get under ``VECMEM_RELEVANCE_FLOOR=F``.
 
 Metrics: recall@k, hit@k (any relevant in the top k), mrr (first relevant within the top max-k), ndcg@k
