@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BUDGET_DEPTH", "BudgetHit", "BudgetTotals", "STOP_WORDS", "budget_scores", "content_words", "fitting"]
+__all__ = ["BUDGET_DEPTH", "BudgetHit", "BudgetTotals", "STOP_WORDS", "budget_scores", "content_words", "fitting",
+           "markdown"]
 
 BUDGET_DEPTH = 100  # memories searched for the budget: enough to fill 2,048 tokens with LoCoMo's turns (~35 each)
 
