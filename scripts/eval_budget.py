@@ -134,10 +134,11 @@ def markdown(rows: Sequence[tuple[str, str, dict[int, dict[str, float]]]], quest
             answered = int(figures["answered"])
             if figures["unfilled"] > 0:
                 unfilled.append(f"{protocol} {mode} {budget:,}: {100 * figures['unfilled']:.0f}%")
+    coverage_note = (f"answer coverage over the {answered} with a reference answer (the share of its content words "
+                     "in the text that fits)" if answered else "no reference answers, so no answer coverage")
     lines += ["", f"Within the budget, in %: memories taken in rank order while their text (one a line) fits the "
               f"budget (tiktoken). Evidence recall over all {questions} questions (the turns the memories name); "
-              f"answer coverage over the {answered} with a reference answer (the share of its content words in "
-              f"the text that fits)."]
+              f"{coverage_note}."]
     if unfilled:
         lines.append(f"Questions whose searched memories (at most {BUDGET_DEPTH}) all fitted: " + ", ".join(unfilled)
                      + ".")
