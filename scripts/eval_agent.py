@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import eval_budget  # a sibling module: eval_hit_rate.py puts scripts/ on the path
+
 from vecmem import Embedder, MemoryBank, Settings
 from vecmem.agent.writing.learn import Learner
 
@@ -65,6 +67,7 @@ class AgentResult:
     messages: int
     seconds: float  # feeding the conversations (the write side), not the questions
     per_user: dict[str, int] = field(default_factory=dict)  # memories per user
+    budget: dict[int, dict[str, float]] = field(default_factory=dict)  # per budget (eval_budget.BudgetTotals)
 
     @property
     def stored_share(self) -> float:
@@ -148,9 +151,10 @@ def turn_recall(provenances: Sequence[Sequence[str]], relevant: Sequence[str], k
 
 def run_through_agent(conversations: list[Conversation], queries: Sequence[Any], now: dict[str, datetime],
                       modes: list[str], ks: list[int], settings: Settings, *, embedder: Embedder | None = None,
-                      progress: bool = False, floor: float = 0.0) -> list[AgentResult]:
+                      progress: bool = False, floor: float = 0.0, budgets: Sequence[int] = ()) -> list[AgentResult]:
     """Feed every conversation to the offline agent, then ask ``queries`` (eval_hit_rate.Query: ``relevant`` are
-    turn ids) in each mode, counting only hits whose relevance reaches ``floor``; one result per mode."""
+    turn ids) in each mode, counting only hits whose relevance reaches ``floor``; one result per mode, with
+    recall within each of ``budgets`` tokens (eval_budget.py: each memory's text, the turns of its provenance)."""
     from rich.progress import Progress
 
     clock = {"value": datetime.now(UTC)}
@@ -174,20 +178,26 @@ def run_through_agent(conversations: list[Conversation], queries: Sequence[Any],
         embedder = writer.embedder
         writer.close()
         results = []
-        depth = max(ks)
+        depth = max(ks) if not budgets else max(*ks, eval_budget.BUDGET_DEPTH)
         for mode in modes:  # a fresh bank: its keyword index is built over everything stored, as a new process's
             bank = MemoryBank(base.with_changes(search_mode=mode), embedder=embedder, clock=lambda: clock["value"])
             rows = []
+            totals = eval_budget.BudgetTotals()
             for query in queries:
                 clock["value"] = now.get(query.user_id, clock["value"])
                 hits = [hit for hit in bank.search(query.text, depth, user_id=query.user_id, record_access=False)
                         if hit.relevance is None or hit.relevance >= floor]
                 provenances = [hit.record.provenance.message_ids if hit.record.provenance else () for hit in hits]
                 rows.append({f"recall@{k}": turn_recall(provenances, query.relevant, k) for k in ks})
+                if budgets:
+                    totals.add([eval_budget.BudgetHit(hit.record.content, turns)
+                                for hit, turns in zip(hits, provenances, strict=True)],
+                               query.relevant, getattr(query, "answer", None), count, budgets)
             bank.close()
             overall = {key: sum(row[key] for row in rows) / len(rows) for key in rows[0]} if rows else {}
             results.append(AgentResult(mode, overall, sum(len(r) for r in stored.values()), stored_tokens, transcript,
-                                       messages, seconds, {user: len(records) for user, records in stored.items()}))
+                                       messages, seconds, {user: len(records) for user, records in stored.items()},
+                                       totals.summary()))
     return results
 
 
@@ -219,5 +229,8 @@ def as_json(through: list[AgentResult]) -> dict[str, Any]:
                           "memories": result.memories, "stored_tokens": result.stored_tokens,
                           "transcript_tokens": result.transcript_tokens, "stored_share": round(result.stored_share, 4),
                           "messages": result.messages, "seconds": round(result.seconds, 1),
-                          "per_user": result.per_user}
+                          "per_user": result.per_user,
+                          **({"budget": {str(tokens): {key: None if value != value else round(value, 6)
+                                                       for key, value in figures.items()}
+                                         for tokens, figures in result.budget.items()}} if result.budget else {})}
             for result in through}

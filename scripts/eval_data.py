@@ -38,6 +38,7 @@ class Query:
     session_id: str | None = None
     types: list[str] | None = None
     category: str = "all"
+    answer: str | None = None  # the reference answer, where the benchmark has one (LoCoMo; not category 5's)
 
 
 @dataclass
@@ -63,17 +64,19 @@ def locomo_time(text: str) -> datetime:
         raise DataError(f"unreadable LoCoMo session time {text!r}") from exc
 
 
-def load_locomo(path: Path, *, before: int, after: int) -> Dataset:
+def load_locomo(path: Path, *, before: int, after: int, conversations: int | None = None) -> Dataset:
+    """LoCoMo as the module docstring says; ``conversations``: only the first so many."""
     if path.is_dir():
         path = path / "locomo10.json"
     try:
-        conversations = json.loads(path.read_text(encoding="utf-8"))
+        everything = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"cannot read LoCoMo data {path}: {exc}") from exc
+    conversations_read = everything[:conversations] if conversations is not None else everything
     records: list[MemoryRecord] = []
     queries: list[Query] = []
     now: dict[str, datetime] = {}
-    for conversation in conversations:
+    for conversation in conversations_read:
         user = conversation["sample_id"]
         body = conversation["conversation"]
         sessions = sorted((k for k in body if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
@@ -103,6 +106,8 @@ def load_locomo(path: Path, *, before: int, after: int) -> Dataset:
             queries.append(Query(
                 id=f"{user}#{number}", text=qa["question"], user_id=user, relevant=evidence,
                 category=LOCOMO_CATEGORIES.get(qa.get("category"), str(qa.get("category"))),
+                # category 5 (adversarial) has an "adversarial_answer" instead: no reference answer
+                answer=str(qa["answer"]) if str(qa.get("answer", "")).strip() else None,
             ))
     return Dataset("LoCoMo", records, queries, now)
 

@@ -28,7 +28,10 @@ minus the better of dense and keyword at R@5 and R@10, which should never be bel
 
 ``--through-agent`` (LoCoMo, MADial-Bench) also feeds the conversations to the offline memory agent and scores
 recall of the evidence through the memories' provenance, beside the per-turn figures and with the tokens each
-protocol stores (scripts/eval_agent.py). ``--floor F`` counts only hits whose relevance reaches F: what a prompt
+protocol stores (scripts/eval_agent.py), and recall within the prompt's budget for both protocols: the memories
+taken in rank order while their text fits 512 and 2,048 tokens (``--budgets``), their evidence recall and the
+share of the reference answer's content words in their text (scripts/eval_budget.py). ``--conversations N``
+keeps LoCoMo's first N conversations. ``--floor F`` counts only hits whose relevance reaches F: what a prompt
 would get under ``VECMEM_RELEVANCE_FLOOR=F``.
 
 Metrics: recall@k, hit@k (any relevant in the top k), mrr (first relevant within the top max-k), ndcg@k
@@ -45,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,7 @@ from vecmem.retrieval.budget import TiktokenCounter
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below, however this file is run
 import eval_agent
 import eval_baselines
+import eval_budget
 from eval_data import (
     MADIAL_USER,
     DataError,
@@ -113,6 +117,7 @@ class ModeResult:
     curve: list[float]  # recall@1 .. recall@max_k
     seconds: float
     weights: str = ""  # the reranker weights it ran under ("1/0/0"); "" for the baselines, which have none
+    budget: dict[int, dict[str, float]] = field(default_factory=dict)  # per budget (eval_budget.BudgetTotals)
 
     @property
     def label(self) -> str:
@@ -153,10 +158,12 @@ def run(
     floor: float = 0.0,
     baselines: bool = False,
     weightings: Sequence[RankWeights] = (),
+    budgets: Sequence[int] = (),
 ) -> list[ModeResult]:
     """vecmem's ``modes`` under each of ``weightings`` (default: the settings' weights) over one index of
     ``dataset`` (built once: on LoCoMo most of a run's time), then (``baselines``) plain BM25 and plain cosine
-    over the same memories and queries (eval_baselines.py), the latter with the vectors the index was built from."""
+    over the same memories and queries (eval_baselines.py), the latter with the vectors the index was built from;
+    with ``budgets``, vecmem's modes also score recall within each budget of tokens (eval_budget.py)."""
     from rich.progress import Progress
 
     clock_now = {"value": datetime.now(UTC)}
@@ -180,6 +187,8 @@ def run(
             for user in sorted({record.user_id for record in dataset.records}):
                 bank.warm_up(user_id=user)
             ranked: list[list[str]] = []
+            totals = eval_budget.BudgetTotals()
+            count = TiktokenCounter(settings.tokenizer).count
             started = time.perf_counter()
             with Progress(transient=True, disable=not progress) as bar:
                 task = bar.add_task(f"{mode}: {len(dataset.queries)} queries", total=len(dataset.queries))
@@ -188,9 +197,17 @@ def run(
                     hits = bank.search(query.text, depth, user_id=query.user_id, session_id=query.session_id,
                                        types=query.types, record_access=False)
                     ranked.append([hit.id for hit in hits if hit.relevance is None or hit.relevance >= floor])
+                    if budgets:  # searched again, deeper, so that the R@k figures stay those of a depth-k search
+                        deep = hits if depth >= eval_budget.BUDGET_DEPTH else bank.search(
+                            query.text, eval_budget.BUDGET_DEPTH, user_id=query.user_id,
+                            session_id=query.session_id, types=query.types, record_access=False)
+                        totals.add([eval_budget.BudgetHit(hit.record.content, (hit.id,)) for hit in deep
+                                    if hit.relevance is None or hit.relevance >= floor],
+                                   query.relevant, query.answer, count, budgets)
                     bar.advance(task)
             result = summarize(mode, dataset, ranked, ks, time.perf_counter() - started)
             result.weights = weights_name(weights)
+            result.budget = totals.summary()
             results.append(result)
     if baselines:
         for name in eval_baselines.BASELINES:
@@ -264,7 +281,13 @@ def as_json(dataset: Dataset, result: ModeResult) -> dict[str, Any]:
             for name, metrics in result.per_category.items()
         },
         "seconds": round(result.seconds, 2),
+        **({"budget": _budget_json(result.budget)} if result.budget else {}),
     }
+
+
+def _budget_json(budget: dict[int, dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    return {str(tokens): {key: None if value != value else round(value, 6) for key, value in figures.items()}
+            for tokens, figures in budget.items()}
 
 
 def plot(results: list[ModeResult], dataset: Dataset, target: Path) -> None:
@@ -320,6 +343,12 @@ def main(
     parser.add_argument("--through-agent", action="store_true",
                         help="LoCoMo, MADial: also feed the conversations to the offline memory agent and score recall "
                              "through the memories' provenance, with the tokens each protocol stores")
+    parser.add_argument("--budgets", nargs="*", type=int, metavar="TOKENS",
+                        help="also recall within these prompt budgets of tokens: evidence recall and answer coverage "
+                             "of the memories that fit, in rank order (eval_budget.py); default with --through-agent "
+                             "512 2048, else none; --budgets alone: none")
+    parser.add_argument("--conversations", type=int, metavar="N",
+                        help="LoCoMo: only the first N conversations (the whole set: 10)")
     parser.add_argument("--floor", type=float, default=0.0,
                         help="count only hits whose relevance reaches this (what a prompt gets under that floor)")
     parser.add_argument("--baselines", action="store_true",
@@ -331,6 +360,11 @@ def main(
     try:
         if any(k < 1 for k in args.k):
             raise DataError("every --k must be at least 1")
+        if args.conversations is not None and args.conversations < 1:
+            raise DataError("--conversations must be at least 1")
+        budgets = sorted(set(args.budgets if args.budgets is not None else [512, 2048] if args.through_agent else []))
+        if any(b < 1 for b in budgets):
+            raise DataError("every --budgets must be at least 1")
         if not 0.0 <= args.floor <= 1.0:
             raise DataError("--floor must be between 0 and 1")
         if args.through_agent and args.format == "vecmem":
@@ -349,7 +383,8 @@ def main(
             changes["dense_weight"] = args.dense_weight
         settings = settings.with_changes(**changes)
         if args.format == "locomo":
-            dataset = load_locomo(args.data, before=args.context[0], after=args.context[1])
+            dataset = load_locomo(args.data, before=args.context[0], after=args.context[1],
+                                  conversations=args.conversations)
         elif args.format == "madial":
             dataset = load_madial(args.data, args.lang)
         else:
@@ -358,8 +393,9 @@ def main(
         modes = args.mode or [settings.search_mode]
         progress = not args.quiet and not args.json
         results = run(dataset, modes, ks, settings, progress=progress, embedder=embedder, floor=args.floor,
-                      baselines=args.baselines, weightings=weightings)
-        through = _through_agent(args, dataset, modes, ks, settings, progress, embedder) if args.through_agent else None
+                      baselines=args.baselines, weightings=weightings, budgets=budgets)
+        through = _through_agent(args, dataset, modes, ks, settings, progress, embedder, budgets) \
+            if args.through_agent else None
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
         return 2
@@ -380,6 +416,9 @@ def main(
         print(json.dumps(objects[0] if len(objects) == 1 else several, ensure_ascii=False, indent=2))
     else:
         print(markdown(dataset, results, ks, settings))
+        if budgets:
+            print()
+            print(budget_markdown(dataset, results, []))
     if args.plot:
         plot(results, dataset, args.plot)
         if not args.json:
@@ -388,10 +427,10 @@ def main(
 
 
 def _through_agent(args: argparse.Namespace, dataset: Dataset, modes: list[str], ks: list[int], settings: Settings,
-                   progress: bool, embedder: Embedder | None) -> list[eval_agent.AgentResult]:
+                   progress: bool, embedder: Embedder | None, budgets: Sequence[int]) -> list[eval_agent.AgentResult]:
     try:
         if args.format == "locomo":
-            conversations = eval_agent.locomo_feeds(args.data, locomo_time)
+            conversations = eval_agent.locomo_feeds(args.data, locomo_time)[:args.conversations]
         else:  # each user's memories told by that user, as load_madial assigns them
             memory_file, dialogue_file = madial_files(args.data, args.lang)
             conversations = eval_agent.madial_feeds(madial_memories(memory_file, dialogue_file),
@@ -399,7 +438,7 @@ def _through_agent(args: argparse.Namespace, dataset: Dataset, modes: list[str],
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise DataError(f"cannot read the conversations of {args.data}: {exc}") from exc
     return eval_agent.run_through_agent(conversations, dataset.queries, dataset.now, modes, ks, settings,
-                                        embedder=embedder, progress=progress, floor=args.floor)
+                                        embedder=embedder, progress=progress, floor=args.floor, budgets=budgets)
 
 
 def _print_through_agent(args: argparse.Namespace, dataset: Dataset, results: list[ModeResult],
@@ -407,12 +446,23 @@ def _print_through_agent(args: argparse.Namespace, dataset: Dataset, results: li
     if args.json:
         print(json.dumps({"dataset": dataset.name, "n_queries": len(dataset.queries),
                           "per_turn": {r.mode: {**{k: round(v, 6) for k, v in r.overall.items() if k.startswith("recall@")},
-                                                "memories": len(dataset.records), "stored_tokens": per_turn_tokens}
+                                                "memories": len(dataset.records), "stored_tokens": per_turn_tokens,
+                                                **({"budget": _budget_json(r.budget)} if r.budget else {})}
                                        for r in results},
                           "through_agent": eval_agent.as_json(through)}, ensure_ascii=False, indent=2))
     else:
         print(eval_agent.markdown(dataset.name, results, through, ks, per_turn_tokens, len(dataset.records)))
+        if any(r.budget for r in [*results, *through]):
+            print()
+            print(budget_markdown(dataset, results, through))
     return 0
+
+
+def budget_markdown(dataset: Dataset, results: list[ModeResult], through: list[eval_agent.AgentResult]) -> str:
+    """Recall within the budget, per protocol, mode and budget (eval_budget.py)."""
+    rows = [("per turn", r.label, r.budget) for r in results if r.budget]
+    rows += [("through the agent", r.mode, r.budget) for r in through if r.budget]
+    return f"### {dataset.name} within the prompt's budget\n\n" + eval_budget.markdown(rows, len(dataset.queries))
 
 
 if __name__ == "__main__":

@@ -152,7 +152,7 @@ def test_through_the_agent_on_two_conversations(tmp_path, capsys):
             "session_2_date_time": "10:00 am on 20 May, 2023",
             "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "I started pottery classes downtown."},
                           {"speaker": "Bo", "dia_id": "D2:2", "text": "Thanks for telling me!"}]},
-         "qa": [{"question": "What is the puppy called?", "evidence": ["D1:2"], "category": 4},
+         "qa": [{"question": "What is the puppy called?", "answer": "Rex", "evidence": ["D1:2"], "category": 4},
                 {"question": "Which classes did Ann start?", "evidence": ["D2:1"], "category": 4}]},
         {"sample_id": "conv-y", "conversation": {
             "speaker_a": "Cy", "speaker_b": "Di",
@@ -177,6 +177,17 @@ def test_through_the_agent_on_two_conversations(tmp_path, capsys):
     assert through["recall@1"] == 1.0 and through["recall@5"] == 1.0  # each answer found through its turn id
     assert 0 < through["stored_tokens"] < through["transcript_tokens"] < per_turn["stored_tokens"]
     assert through["stored_share"] == round(through["stored_tokens"] / through["transcript_tokens"], 4)
+    # within the prompt's budget (512 and 2,048 tokens by default): everything fits; coverage over the one answer
+    for protocol in (per_turn, through):
+        assert set(protocol["budget"]) == {"512", "2048"}
+        assert protocol["budget"]["2048"]["recall"] == 1.0 and protocol["budget"]["2048"]["answered"] == 1
+        assert protocol["budget"]["2048"]["coverage"] == 1.0  # "Rex" is in the text that fits
+    # --conversations 1: the first conversation alone, its questions and its turns
+    assert evaluation.main(["--format", "locomo", "--data", str(path), "--through-agent", "--conversations", "1",
+                            "--k", "1"], embedder=FakeEmbedder()) == 0
+    table = capsys.readouterr().out
+    assert "5 messages fed" in table and "over all 2 questions" in table and "over the 1 with a reference" in table
+    assert "LoCoMo within the prompt's budget" in table and "| through the agent | hybrid | 2,048 |" in table
 
 
 def test_turn_recall_counts_every_turn_a_memory_came_from():
