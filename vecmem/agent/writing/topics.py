@@ -22,7 +22,8 @@ The slot model, small enough to explain a decision in one line:
 * A **change cue** marks a statement that revises an earlier one: 以后, 今后, 从现在起, 改用, 换成, 不再, 不用…了,
   其实, 搬到, from now on, switched to, no longer, instead of, anymore, actually, moved to, changed to.
 
-``revises(newer, older)`` (used by conflict.py, whatever the two memories' types): the newer statement replaces
+``revises(newer, older)`` (no longer on the write path: the write decision is decide.py's, over claims.py's
+statement model, which reads these facets; ``revises`` is what its tests still check): the newer statement replaces
 the older when it speaks of every (slot, holder) the older one does (else replacing the older would lose what
 the newer does not restate: "switched to Cursor" leaves "平时用 Neovim 写 Python" live, with its Python) and,
 for a slot they share, one of: (1) the newer has a change cue and names a value of the slot positively (a new
