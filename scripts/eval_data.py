@@ -1,12 +1,15 @@
 """The benchmarks ``eval_hit_rate.py`` reads, each user's corpus kept apart (protocols: ../shared/data/README.md).
 
-* LoCoMo: each conversation is its own user (its ``sample_id``).
+* LoCoMo: each conversation is its own user (its ``sample_id``); each turn a memory, ``<speaker> said, "..."``,
+  with the turn's speaker in its provenance (what tells vecmem that it is a turn of a conversation between people:
+  retrieval/query/speakers.py), as ``add_messages`` records the speaker of a ``Turn``.
 * MADial-Bench: the user of a memory is its ``"user-id"``; where a file has none (the English memory file), the
   same memory id's ``"user-id"`` in the sibling language's memory file (``../zh`` or ``../en``: the two
   languages share their ids); where still unknown, the one user the dialogues ask for, and when the dialogues
   name several users, a ``DataError`` rather than one corpus mixing them (each query competing with another
   user's memories costs 8-12 points of R@5 on the full benchmark). Each dialogue's query is its ``"user-id"``'s
-  (default 1), and every relevant memory must be that user's.
+  (default 1), and every relevant memory must be that user's. A dialogue's turns before its test turn are the query,
+  in vecmem's dialogue format (``dialogue_query``: retrieval/query/dialogue.py), without the ``<BOD>`` marker.
 * native: each memory's ``user_id`` (default the file's ``user_id``).
 """
 
@@ -19,11 +22,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vecmem import MemoryRecord, VecmemError
+from vecmem import MemoryRecord, Provenance, VecmemError
+from vecmem.retrieval.query.dialogue import dialogue_query
 
 __all__ = ["LOCOMO_CATEGORIES", "MADIAL_USER", "DataError", "Dataset", "MadialMemory", "Query", "load_locomo",
-           "load_madial", "load_native", "locomo_time", "madial_files", "madial_memories", "madial_speakers",
-           "madial_user"]
+           "load_madial", "load_native", "locomo_time", "madial_files", "madial_memories", "madial_query",
+           "madial_speakers", "madial_user"]
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -91,7 +95,7 @@ def load_locomo(path: Path, *, before: int, after: int, conversations: int | Non
                 around += [t["text"] for t in turns[index + 1 : index + 1 + after]]
                 records.append(MemoryRecord(
                     id=turn["dia_id"], content=text, user_id=user, created_at=when, context=" ".join(around),
-                    source="manual",
+                    source="manual", provenance=Provenance(f"{user}-{session}", (turn["dia_id"],), turn["speaker"]),
                 ))
             now[user] = max(now.get(user, when), when)
         turn_ids = {r.id for r in records if r.user_id == user}
@@ -225,6 +229,12 @@ def madial_speakers(dialogue_file: Path) -> dict[str, str]:
     return names
 
 
+def madial_query(lines: list[str]) -> str:
+    """A dialogue's lines (``<Bart>: "..."``, markers such as ``<BOD>`` between them) as a dialogue query."""
+    turns = [(tag.group(1), line[tag.end():]) for line in lines if (tag := _SPEAKER_TAG.match(line))]
+    return dialogue_query(turns)
+
+
 def load_madial(path: Path, lang: str | None) -> Dataset:
     memory_file, dialogue_file = madial_files(path, lang)
     memories = madial_memories(memory_file, dialogue_file)
@@ -237,7 +247,7 @@ def load_madial(path: Path, lang: str | None) -> Dataset:
         user = madial_user(item.get("user-id", 1))
         try:
             relevant = [str(i) for i in item["relevant-id"]]
-            text = "".join(item["dialogue"][: item["test-turn"][0]])
+            text = madial_query(item["dialogue"][: item["test-turn"][0]])
         except (KeyError, TypeError, IndexError) as exc:
             raise DataError(f"{dialogue_file}: dialogue {item.get('id', number)}: {exc!r}") from exc
         for memory_id in relevant:

@@ -38,6 +38,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {  # the public API, declared once: module
     "vecmem.config": ("Settings", "RankWeights", "BudgetShares"),
     "vecmem.retrieval.embedding.embedders": ("Embedder", "embedder_for"),
     "vecmem.retrieval.budget": ("TokenCounter",),
+    "vecmem.retrieval.query.dialogue": ("dialogue_query",),
     # the value objects the bank takes and returns
     "vecmem.models": (
         "MemoryRecord", "Hit", "Turn", "PromptPack", "Provenance", "ImportReport", "StoreStats", "MemoryType",
@@ -106,6 +107,7 @@ if typing.TYPE_CHECKING:  # the same names for type checkers, which cannot read 
     from vecmem.retrieval.budget import TokenCounter as TokenCounter
     from vecmem.retrieval.embedding.embedders import Embedder as Embedder
     from vecmem.retrieval.embedding.embedders import embedder_for as embedder_for
+    from vecmem.retrieval.query.dialogue import dialogue_query as dialogue_query
 
 __version__ = "0.1.0"
 

@@ -59,13 +59,17 @@ def _utc_now() -> datetime:
 @dataclass(frozen=True)
 class Provenance:
     """Where an extracted memory came from: the conversation (``session_id``: the chat's session, or the one
-    ``add_messages`` was given; None without one) and the messages in it that said it (``message_ids``: the chat's
-    turn ids; the ids given to ``add_messages``, else the messages' positions in the list). Validated like every
-    field: identifiers (a message id may be a non-negative integer, kept as text), at most
-    ``MAX_PROVENANCE_MESSAGES`` messages, and at least a session or a message."""
+    ``add_messages`` was given; None without one), the messages in it that said it (``message_ids``: the chat's
+    turn ids; the ids given to ``add_messages``, else the messages' positions in the list) and, in a conversation
+    between people, who said them (``speaker``: a ``Turn``'s speaker; None for the user of a chat). A memory with
+    a speaker is a turn of a conversation: a name its message addresses ("Hey Anna!") names the listener, not
+    what it is about (retrieval/query/speakers.py). Validated like every field: identifiers (a message id may be
+    a non-negative integer, kept as text), at most ``MAX_PROVENANCE_MESSAGES`` messages, a speaker on one line,
+    and at least a session or a message."""
 
     session_id: str | None = None
     message_ids: tuple[str, ...] = ()
+    speaker: str | None = None
 
     def __post_init__(self) -> None:
         where, ids = "provenance.message_ids", cast(object, self.message_ids)  # checked: given by anyone
@@ -79,22 +83,28 @@ class Provenance:
             raise InvalidInputError("provenance", "must name a session or at least one message")
         object.__setattr__(self, "session_id", session)
         object.__setattr__(self, "message_ids", checked)
+        if self.speaker is not None:
+            object.__setattr__(self, "speaker", check_speaker("provenance.speaker", self.speaker))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "message_ids": list(self.message_ids)}
+        shown: dict[str, Any] = {"session_id": self.session_id, "message_ids": list(self.message_ids)}
+        if self.speaker is not None:  # a chat's memories, the most of them, read as they did before speakers
+            shown["speaker"] = self.speaker
+        return shown
 
     @classmethod
     def of(cls, value: object) -> Provenance | None:
-        """None, a Provenance, or a mapping of ``session_id`` and ``message_ids`` (as ``to_dict`` writes it)."""
+        """None, a Provenance, or a mapping of ``session_id``, ``message_ids`` and ``speaker`` (as ``to_dict``
+        writes it)."""
         if value is None or isinstance(value, Provenance):
             return value
         if not isinstance(value, Mapping):
-            raise InvalidInputError("provenance", f"must be an object (session_id, message_ids), got "
+            raise InvalidInputError("provenance", f"must be an object (session_id, message_ids, speaker), got "
                                     f"{type(value).__name__}")
-        unknown = sorted(set(value) - {"session_id", "message_ids"})
+        unknown = sorted(set(value) - {"session_id", "message_ids", "speaker"})
         if unknown:
             raise InvalidInputError(f"provenance.{unknown[0]}", "is not a provenance field")
-        return cls(value.get("session_id"), value.get("message_ids") or ())
+        return cls(value.get("session_id"), value.get("message_ids") or (), value.get("speaker"))
 
 
 @dataclass(frozen=True)

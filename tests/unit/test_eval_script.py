@@ -72,7 +72,7 @@ def test_madial_follows_the_protocol(tmp_path):
     dataset = evaluation.load_madial(folder, None)
     assert dataset.records[0].content == str({"scene": "活动类", "emotion": "开心", "event": "Bart在圣诞节晚会上跳舞。"})
     (query,) = dataset.queries
-    assert query.text == "<BOD>\n<Bart>:\"我要表演魔术！\"\n" and query.relevant == ["1"]
+    assert query.text == '<Bart>: "我要表演魔术！"' and query.relevant == ["1"]  # one turn, the <BOD> marker left out
     with pytest.raises(evaluation.DataError, match="--lang"):
         evaluation.load_madial(tmp_path, None)
     assert evaluation.load_madial(tmp_path, "zh").queries[0].relevant == ["1"]

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import FakeEmbedder
-from vecmem import RankWeights
+from vecmem import RankWeights, dialogue_query
 
 pytestmark = pytest.mark.both_stores  # embedded, and again on a real `chroma run` server
 
@@ -141,7 +141,8 @@ def test_a_dialogue_query_weighs_the_latest_turn_most(make_bank, similarity_only
     bank = make_bank(settings=similarity_only)
     early = bank.add("birthday cake with candles")
     late = bank.add("magic trick at the new year party")
-    query = "<BOD>\n<Bart>:\"I baked a birthday cake\"\n<Assistant>:\"Nice\"\n<Bart>:\"Now I will do a magic trick at the party\"\n"
+    query = dialogue_query([("Dana", "I baked a birthday cake"), ("Assistant", "Nice"),
+                            ("Dana", "Now I will do a magic trick at the party")])
     hits = bank.search(query, 2)
     assert hits[0].id == late.id and hits[1].id == early.id
 

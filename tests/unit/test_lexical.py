@@ -2,7 +2,7 @@ import pytest
 
 from vecmem import MemoryRecord
 from vecmem.models import MemoryFilter
-from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, memory_tokens, split_dialogue, tokenize
+from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, memory_tokens, tokenize
 
 
 def test_english_is_stemmed_without_stopwords_or_possessives():
@@ -41,19 +41,6 @@ def test_a_bigram_across_two_words_weighs_nothing():
 def test_memory_tokens_cover_content_tags_and_context():
     record = MemoryRecord(id="m", content="alpha", tags=["beta"], context="gamma delta")
     assert memory_tokens(record) == ["alpha", "beta", "gamma", "delta"]
-
-
-@pytest.mark.parametrize(
-    ("query", "utterances"),
-    [
-        ("what is async/await?", None),
-        ('<BOD>\n<Bart>:"I am nervous"\n<Assistant>:"Breathe deeply"\n', ["I am nervous", "Breathe deeply"]),
-        ("User: hi there\nAssistant: hello\n\nUser: how are you", ["hi there", "hello", "how are you"]),
-        ("one line\n", None),
-    ],
-)
-def test_dialogue_shaped_queries_are_split(query, utterances):
-    assert split_dialogue(query) == utterances
 
 
 def record(memory_id, content, scope="global", memory_type="fact", superseded_by=None):

@@ -92,8 +92,11 @@ def test_the_http_api_shows_and_describes_it(bank):
                                        "session_id": "chat-9"})
     assert made.status_code == 200, made.text
     written = made.json()["written"]
-    assert [m["provenance"] for m in written] == [{"session_id": "chat-9", "message_ids": ["turn-3"]},
-                                                   {"session_id": "chat-9", "message_ids": ["4"]}]
+    assert [m["provenance"] for m in written] == [{"session_id": "chat-9", "message_ids": ["turn-3"], "speaker": None},
+                                                   {"session_id": "chat-9", "message_ids": ["4"], "speaker": None}]
+    named = api.post("/messages", json={"messages": [{"role": "user", "content": "I adopted a cat called Miso",
+                                                      "speaker": "Dana"}], "session_id": "chat-9"}).json()
+    assert named["written"][0]["provenance"] == {"session_id": "chat-9", "message_ids": ["0"], "speaker": "Dana"}
     assert api.get(f"/memories/{written[0]['id']}").json()["provenance"]["message_ids"] == ["turn-3"]
     by_hand = api.post("/memories", json={"content": "The user likes tea"}).json()
     assert by_hand["provenance"] is None

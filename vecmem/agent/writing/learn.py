@@ -118,7 +118,7 @@ class Learner:
         for index, message in enumerate(messages):
             if message.role != "user":
                 continue
-            source = Provenance(session_id, (message.id if message.id is not None else str(index),))
+            source = Provenance(session_id, (message.id if message.id is not None else str(index),), message.speaker)
             write = write_message(bank, gate, extractor, resolver, message.content, _reply_to(messages, index),
                                   user_id=user_id, session_id=session_id, provenance=source,
                                   speaker=message.speaker, now=message.time)

@@ -36,6 +36,8 @@ class ProvenanceOut(BaseModel):
                                                "messages were sent with; null without one.")
     message_ids: list[str] = Field(description="The messages that said it: the chat's turn ids, or the ids the "
                                                "messages were sent with (else their positions in the list).")
+    speaker: str | None = Field(default=None, description="Who said them, in a conversation between people (the "
+                                                          "message's speaker); absent for the user of a chat.")
 
 
 class MemoryOut(BaseModel):

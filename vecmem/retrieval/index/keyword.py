@@ -26,12 +26,12 @@ from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.index.columns import TYPE_NAMES as _TYPE_NAMES
 from vecmem.retrieval.index.columns import TokenTable
 from vecmem.retrieval.index.views import FilterView, KeywordResult
-from vecmem.retrieval.query.tokenize import memory_tokens, recency_weights, split_dialogue, tokenize, warm_up
+from vecmem.retrieval.query.tokenize import memory_tokens, recency_weights, tokenize, warm_up
 from vecmem.retrieval.relevance import keyword_scale
 
 # the tokenizer's and the views' names stay importable from here, where they lived before
 __all__ = ["FilterView", "IndexSnapshot", "IndexState", "IndexedMemory", "KeywordIndex", "KeywordResult",
-           "memory_tokens", "recency_weights", "split_dialogue", "tokenize", "warm_up"]
+           "memory_tokens", "recency_weights", "tokenize", "warm_up"]
 
 K1 = 1.2
 B = 0.5

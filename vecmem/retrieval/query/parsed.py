@@ -13,9 +13,10 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime
 
+from vecmem.retrieval.query.dialogue import split_dialogue
 from vecmem.retrieval.query.question import QUERY_STOPWORDS, split_question
 from vecmem.retrieval.query.timeframe import TimeWindow, find_window
-from vecmem.retrieval.query.tokenize import recency_weights, split_dialogue, terms
+from vecmem.retrieval.query.tokenize import recency_weights, terms
 
 __all__ = ["DIALOGUE_KEYWORD_DECAY", "ParsedQuery", "Term", "asks_about", "parse_query"]
 
@@ -34,7 +35,7 @@ def asks_about(part: tuple[Term, ...]) -> tuple[Term, ...]:
 class ParsedQuery:
     """One query as every side of a search reads it.
 
-    ``utterances``: a dialogue's lines (tokenize.split_dialogue), or None for a plain query. ``terms``: the terms of
+    ``utterances``: a dialogue query's utterances (dialogue.py), or None for a plain query. ``terms``: the terms of
     each part, every word in its place (a name's place tells it from a sentence's first word: ``names``): the
     query whole, or each utterance. ``questions``: the parts of a question that asks several things
     (question.py), each parsed as a query of its own, or None."""

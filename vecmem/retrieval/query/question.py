@@ -20,7 +20,7 @@ A question is split only where it plainly asks two things:
 * into two to four parts: more is a passage pasted as a query, not a list of questions, and stays whole.
 
 A query shaped like a conversation is never split here: its lines are utterances of one exchange
-(``tokenize.split_dialogue``), weighed by recency instead.
+(``dialogue.split_dialogue``), weighed by recency instead.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Keyword tokens of Chinese-and-Latin text, and the shape of a dialogue-like query.
+"""Keyword tokens of Chinese-and-Latin text.
 
 * Latin text: lowercase words, a possessive 's dropped, English stopwords removed, Snowball-stemmed
   (PyStemmer), so "Caroline's paintings" and "Caroline painted" share "carolin" and "paint".
@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 
 from vecmem.models import MemoryRecord
-from vecmem.retrieval.query.speakers import ADDRESS, is_dialogue_turn, split_addresses
+from vecmem.retrieval.query.speakers import ADDRESS, split_addresses
 from vecmem.text import CJK_RUN, char_bigrams, cjk_runs, has_cjk
 
 __all__ = ["keep_dictionary_in", "matched_terms", "memory_tokens", "read_dictionary", "recency_weights",
-           "split_dialogue", "terms", "tokenize", "warm_up", "write_dictionary"]
+           "terms", "tokenize", "warm_up", "write_dictionary"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,6 @@ EN_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split()
 )
-_SPEAKER = re.compile(r"^\s*(?:<[^<>\n]{1,40}>|[\w .'-]{1,30})\s*[:：]\s*")
-_MARKER = re.compile(r"<[A-Z]{2,5}>")  # "<BOD>"-style dialogue markers
 _lock = threading.Lock()  # the tools below load once, whichever thread asks first
 _tools: dict[str, object] = {}
 _dictionary_file: list[Path] = []  # where jieba's dictionary is kept (keep_dictionary_in): the first bank's choice
@@ -233,29 +231,15 @@ def _bigrams(words: list[str]) -> list[str]:
 
 
 def memory_tokens(record: MemoryRecord) -> list[str]:
-    """What a memory is found by: its content, tags and retrieval context. In a turn of a dialogue, a name the
-    turn (or its context) addresses is an address token, not the name's (speakers.py)."""
+    """What a memory is found by: its content, tags and retrieval context. In a turn of a conversation between
+    people (a memory whose provenance names its speaker), a name the turn (or its context) addresses is an
+    address token, not the name's (speakers.py)."""
     text = " ".join([record.content, *record.tags, record.context])
-    if not is_dialogue_turn(record.content):
+    speaker = None if record.provenance is None else record.provenance.speaker
+    if speaker is None:
         return tokenize(text)
-    plain, addressed = split_addresses(text)
+    plain, addressed = split_addresses(text, speaker)
     return tokenize(plain) + [ADDRESS + token for token in tokenize(" ".join(addressed))]
-
-
-def split_dialogue(query: str) -> list[str] | None:
-    """The utterances of a query shaped like a conversation (two or more non-empty lines), else None.
-
-    Speaker tags ("<Bart>:", "User:") and surrounding quotes are stripped; "<BOD>"-style markers dropped.
-    """
-    lines = []
-    for line in query.splitlines():
-        text = line.strip()
-        if not text or _MARKER.fullmatch(text):
-            continue
-        text = _SPEAKER.sub("", text, count=1).strip().strip("\"'“”")
-        if text:
-            lines.append(text)
-    return lines if len(lines) >= 2 else None
 
 
 def recency_weights(count: int, decay: float) -> np.ndarray:
