@@ -20,16 +20,16 @@ SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
 
 
 @pytest.mark.parametrize(("message", "stored"), [
-    ("I went to a LGBTQ support group yesterday.", "Caroline went to a LGBTQ support group on 7 May 2023."),
-    ("We adopted a puppy last week!", "Caroline and others adopted a puppy in the week of 1 May 2023!"),
-    ("Hey Sam! Last week I went on a trip to Canada.", "In the week of 1 May 2023 Caroline went on a trip to Canada."),
-    ("Oh, we went camping on Saturday.", "Caroline and others went camping on 6 May 2023."),
-    ("Three days ago I bought an adventure book.", "On 5 May 2023 Caroline bought an adventure book."),
-    ("In 2021 I ran my first marathon.", "In 2021 Caroline ran Caroline's first marathon."),
-    ("Had an audition yesterday for a writing gig.", "Caroline: Had an audition on 7 May 2023 for a writing gig."),
+    ("I went to a pottery workshop yesterday.", "Priya went to a pottery workshop on 7 May 2023."),
+    ("We adopted a kitten last week!", "Priya and others adopted a kitten in the week of 1 May 2023!"),
+    ("Hey Omar! Last week I took a ferry to Norway.", "In the week of 1 May 2023 Priya took a ferry to Norway."),
+    ("Oh, we went sailing on Saturday.", "Priya and others went sailing on 6 May 2023."),
+    ("Four days ago I bought a travel guide.", "On 4 May 2023 Priya bought a travel guide."),
+    ("In 2021 I ran my first marathon.", "In 2021 Priya ran Priya's first marathon."),
+    ("Had an interview yesterday for a teaching job.", "Priya: Had an interview on 7 May 2023 for a teaching job."),
 ])
 def test_an_english_event_names_its_speaker_and_the_day_it_happened(message, stored):
-    assert [s.content for s in statements(message, speaker="Caroline", now=SAID)] == [stored]
+    assert [s.content for s in statements(message, speaker="Priya", now=SAID)] == [stored]
 
 
 @pytest.mark.parametrize(("message", "stored"), [
@@ -63,37 +63,37 @@ def test_a_date_ahead_or_a_standing_choice_is_not_rewritten():
 
 
 @pytest.mark.parametrize("filler", [
-    "Wow, that looks great Joanna! Is that your third one?", "I loved it!", "That sounded amazing.",
-    "Thanks, Melanie! Take care!", "太好了", "嗯，赢了就特别开心！", "今天天气不错啊", "Were you playing or watching?",
+    "Wow, that looks lovely Lena! Is that your second one?", "I loved it!", "That sounded amazing.",
+    "Thanks, Greta! Take care!", "太好了", "嗯，赢了就特别开心！", "今天天气不错啊", "Did you take part or just watch?",
 ])
 def test_the_gate_still_drops_filler(filler):
     assert not WriteGate().judge(filler, now=SAID).keep
 
 
 @pytest.mark.parametrize("event", [
-    "Hey Sam! Long time no see! Been up and down lately, got married last week - how about you?",
-    "By the way, three days ago I bought myself an adventure book.", "上周我们领养了一只小狗",
-    "Last weekend our city held a pride parade!",
+    "Hey Omar! What a nice surprise! Been busy at work, got engaged last week - what about you?",
+    "By the way, four days ago I bought myself a new bike.", "上周我们领养了一只小狗",
+    "Last weekend our town held a food festival!",
 ])
 def test_the_gate_keeps_events(event):
     decision = WriteGate().judge(event, now=SAID)
     assert decision.keep and decision.memory_type == "fact"
-    assert event_reason("Had an audition yesterday for a writing gig.", SAID) is not None
+    assert event_reason("Had an interview yesterday for a teaching job.", SAID) is not None
 
 
 def test_add_messages_names_each_speaker_and_dates_each_turn_by_its_own_time(bank):
     result = bank.add_messages([
-        {"role": "user", "content": "I went to a LGBTQ support group yesterday.", "speaker": "Caroline",
+        {"role": "user", "content": "I went to a pottery workshop yesterday.", "speaker": "Priya",
          "time": "2023-05-08T13:56:00", "id": "D1:3"},
-        Turn("user", "We went camping last weekend, it was great.", id="D2:1", speaker="Melanie",
+        Turn("user", "We went sailing last weekend, it was great.", id="D2:1", speaker="Greta",
              time=datetime(2023, 7, 12, 9, tzinfo=UTC)),
-        {"role": "user", "content": "Thanks, Melanie!", "speaker": "Caroline"},
-    ], user_id="locomo")
+        {"role": "user", "content": "Thanks, Greta!", "speaker": "Priya"},
+    ], user_id="friends")
     contents = sorted(record.content for record in result.written)
-    assert contents == ["Caroline went to a LGBTQ support group on 7 May 2023.",
-                        "Melanie and others went camping on the weekend of 8 July 2023, it was great."]
-    assert [s.content for s in result.skipped] == ["Thanks, Melanie!"]
-    hit = bank.search("When did Caroline go to the LGBTQ support group?", 1, user_id="locomo")[0]
+    assert contents == ["Greta and others went sailing on the weekend of 8 July 2023, it was great.",
+                        "Priya went to a pottery workshop on 7 May 2023."]
+    assert [s.content for s in result.skipped] == ["Thanks, Greta!"]
+    hit = bank.search("When did Priya go to the pottery workshop?", 1, user_id="friends")[0]
     assert hit.record.provenance is not None and hit.record.provenance.message_ids == ("D1:3",)
 
 
@@ -112,15 +112,15 @@ def test_the_model_is_told_the_day_and_the_speaker_and_asked_for_events(make_ban
     def respond(kind, messages):
         seen.append(messages[0]["content"] + "\n" + messages[1]["content"])
         return json.dumps({"keep": True, "reason": "an event", "memories": [{
-            "content": "Caroline went to a LGBTQ support group on 7 May 2023", "type": "fact", "importance": 0.5,
+            "content": "Priya went to a pottery workshop on 7 May 2023", "type": "fact", "importance": 0.5,
             "tags": [], "scope": "global", "confidence": 0.9, "action": "ADD", "target": None}]})
 
     bank = make_bank(learner=Learner(model=ScriptedModel(respond)))
-    result = bank.add_messages([{"role": "user", "content": "I went to a LGBTQ support group yesterday.",
-                                 "speaker": "Caroline", "time": "2023-05-08T13:56:00"}], user_id="locomo")
-    assert [r.content for r in result.written] == ["Caroline went to a LGBTQ support group on 7 May 2023"]
+    result = bank.add_messages([{"role": "user", "content": "I went to a pottery workshop yesterday.",
+                                 "speaker": "Priya", "time": "2023-05-08T13:56:00"}], user_id="friends")
+    assert [r.content for r in result.written] == ["Priya went to a pottery workshop on 7 May 2023"]
     assert "Events are facts" in seen[0] and "Said on: Monday, 2023-05-08" in seen[0]
-    assert "Speaker: Caroline" in seen[0] and "Caroline: I went to a LGBTQ" in seen[0]
+    assert "Speaker: Priya" in seen[0] and "Priya: I went to a pottery" in seen[0]
 
 
 def test_the_http_api_takes_a_speaker_and_a_time(bank):
@@ -130,33 +130,33 @@ def test_the_http_api_takes_a_speaker_and_a_time(bank):
 
     client = TestClient(create_app(bank), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000),
                         headers={"X-Vecmem-Request": "1"})
-    response = client.post("/messages", params={"user": "locomo"}, json={"messages": [
-        {"role": "user", "content": "I went to a support group yesterday.", "speaker": "Caroline",
+    response = client.post("/messages", params={"user": "friends"}, json={"messages": [
+        {"role": "user", "content": "I went to a support group yesterday.", "speaker": "Priya",
          "time": "2023-05-08T13:56:00Z"}]})
     assert response.status_code == 200, response.text
-    assert [m["content"] for m in response.json()["written"]] == ["Caroline went to a support group on 7 May 2023."]
+    assert [m["content"] for m in response.json()["written"]] == ["Priya went to a support group on 7 May 2023."]
 
 
 def test_between_people_a_remark_or_a_directive_to_the_other_one_is_no_memory():
-    for remark in ("Don't quit, you've got this!", "I definitely will!", "Let's cherish the lessons he taught.",
-                   "You've put a lot of work into this.", "It was a really peaceful experience."):
-        assert statements(remark, speaker="Gina", now=SAID) == [], remark
+    for remark in ("Don't quit, you've got this!", "I definitely will!", "Let's remember the advice she gave.",
+                   "You've spent so many hours on this.", "It was a really quiet evening."):
+        assert statements(remark, speaker="Nadia", now=SAID) == [], remark
     # in a chat with the user alone, a directive is an instruction to the assistant, as before
     assert [s.memory_type for s in statements("Don't use emojis in your answers.", now=SAID)] == ["instruction"]
 
 
 def test_a_named_speakers_message_is_one_memory_and_still_holds_every_fact():
-    found = statements("My family's been great, they really helped me through tough times. We went camping in the "
-                       "forest last week.", speaker="Melanie", now=SAID)
+    found = statements("My family's been wonderful, they really supported me through a rough patch. We went hiking in "
+                       "the hills last week.", speaker="Greta", now=SAID)
     assert [(s.content, s.memory_type) for s in found] == [(
-        "Melanie's family's been great, they really helped Melanie through tough times. Melanie and others went "
-        "camping in the forest in the week of 1 May 2023.", "fact")]
+        "Greta's family's been wonderful, they really supported Greta through a rough patch. Greta and others went "
+        "hiking in the hills in the week of 1 May 2023.", "fact")]
 
 
 def test_the_gate_and_extraction_agree_on_a_named_speakers_remark(bank):
     """A remark extraction leaves out between people is dropped by the gate too, not stored whole instead."""
-    assert not WriteGate().judge("I definitely will!", speaker="Jon", now=SAID).keep
-    result = bank.add_messages([{"role": "user", "content": "I definitely will!", "speaker": "Jon"}], user_id="x")
+    assert not WriteGate().judge("I definitely will!", speaker="Ravi", now=SAID).keep
+    result = bank.add_messages([{"role": "user", "content": "I definitely will!", "speaker": "Ravi"}], user_id="x")
     assert result.written == () and len(result.skipped) == 1
 
 

@@ -49,7 +49,7 @@ def contents(message):
         ("I like green tea, you know?", ["The user likes green tea."]),
         ("我住在杭州，你呢？", ["用户住在杭州"]),
         ("帮我写个查询 PostgreSQL 的函数，我们公司用的是 PostgreSQL", ["用户的公司用的是 PostgreSQL"]),
-        ("Hey Mel, I went hiking with my kids", ["The user went hiking with the user's kids."]),
+        ("Hey Gus, I went hiking with my kids", ["The user went hiking with the user's kids."]),
         ("是的，我记得那次比赛", ["用户记得那次比赛"]),  # the acknowledgement lends no subject and is not kept
         ("我不想分享，因为那是我的生日礼物", ["用户不想分享，因为那是用户的生日礼物"]),  # a reason stays with its clause
         ("我们周末去爬山了", ["用户和其他人周末去爬山了"]),  # 我们 away from work is not a team

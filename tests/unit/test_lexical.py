@@ -6,7 +6,7 @@ from vecmem.retrieval.index.keyword import IndexedMemory, KeywordIndex, memory_t
 
 
 def test_english_is_stemmed_without_stopwords_or_possessives():
-    assert tokenize("Caroline's paintings of the sunrise") == ["carolin", "paint", "sunris"]
+    assert tokenize("Josephine's paintings of the sunrise") == ["josephin", "paint", "sunris"]
     assert tokenize("She painted a SUNRISE") == ["she", "paint", "sunris"]
 
 

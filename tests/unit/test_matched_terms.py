@@ -12,7 +12,7 @@ def shared(query, memory):
     return matched_terms(query, terms(query), tokenize(memory))
 
 
-@pytest.mark.parametrize("text", ["Caroline's Paintings by the lake", "我住在杭州西湖区，用 PostgreSQL", "İstanbul trip",
+@pytest.mark.parametrize("text", ["Josephine's Paintings by the harbour", "我住在杭州西湖区，用 PostgreSQL", "İstanbul trip",
                                   "it's", "", "C++ & Rust!", "帮我写一个 sleep 函数"])
 def test_terms_are_the_tokens_with_what_they_were_made_from(text):
     found = terms(text)
@@ -21,8 +21,8 @@ def test_terms_are_the_tokens_with_what_they_were_made_from(text):
 
 
 def test_latin_terms_are_the_query_s_words_not_their_stems():
-    assert terms("Caroline's Paintings") == [("Caroline", "carolin"), ("Paintings", "paint")]
-    assert shared("Which paintings by Caroline?", "Caroline painted a lake") == ("paintings", "Caroline")
+    assert terms("Josephine's Paintings") == [("Josephine", "josephin"), ("Paintings", "paint")]
+    assert shared("Which paintings by Josephine?", "Josephine painted a harbour") == ("paintings", "Josephine")
     assert shared("the tea and the coffee", "The user likes coffee") == ("coffee",)  # stopwords are no terms
 
 
@@ -44,11 +44,11 @@ def test_each_hit_names_the_words_it_was_found_by(bank):
 
 
 def test_a_dialogue_query_matches_by_its_utterances_not_its_speaker_tags(bank):
-    bank.add("Melanie painted a sunrise over the lake")
-    (hit,) = bank.search("Caroline: what did you paint, Melanie?\nMelanie: a sunrise, by the lake", 1)
-    assert hit.matched_terms == ("paint", "Melanie", "sunrise", "lake")  # the second Melanie only tags a speaker
-    portraits = bank.add("Caroline paints portraits")
-    hits = {hit.id: hit for hit in bank.search("Caroline: and you, Melanie?\nMelanie: a sunrise", 2)}
+    bank.add("Greta painted a sunrise over the harbour")
+    (hit,) = bank.search("Josephine: what did you paint, Greta?\nGreta: a sunrise, by the harbour", 1)
+    assert hit.matched_terms == ("paint", "Greta", "sunrise", "harbour")  # the second Greta only tags a speaker
+    portraits = bank.add("Josephine paints portraits")
+    hits = {hit.id: hit for hit in bank.search("Josephine: and you, Greta?\nGreta: a sunrise", 2)}
     assert hits[portraits.id].matched_terms == ()  # its name is only a speaker tag here
 
 

@@ -131,8 +131,8 @@ def test_muhammad_finds_the_memory_that_says_mohammed(make_bank, settings, mode)
 
 
 def test_a_parsed_query_names_the_words_it_writes_as_names_in_each_part():
-    assert [written for written, _ in parse_query("Did Caroline meet Mel in Paris?").names[0]] == [
-        "Caroline", "Mel", "Paris"]
+    assert [written for written, _ in parse_query("Did Priya meet Gus in Paris?").names[0]] == [
+        "Priya", "Gus", "Paris"]
     assert parse_query("Paris is lovely").names == ((),)  # a sentence's first word is capitalised anyway
-    dialogue = parse_query("Caroline: I met Mel today\nMel: Hi Caroline!")
-    assert [[written for written, _ in part] for part in dialogue.names] == [["Mel"], ["Caroline"]]
+    dialogue = parse_query("Priya: I met Gus today\nGus: Hi Priya!")
+    assert [[written for written, _ in part] for part in dialogue.names] == [["Gus"], ["Priya"]]
