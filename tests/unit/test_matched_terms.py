@@ -45,10 +45,10 @@ def test_each_hit_names_the_words_it_was_found_by(bank):
 
 def test_a_dialogue_query_matches_by_its_utterances_not_its_speaker_tags(bank):
     bank.add("Greta painted a sunrise over the harbour")
-    (hit,) = bank.search("Josephine: what did you paint, Greta?\nGreta: a sunrise, by the harbour", 1)
+    (hit,) = bank.search("<Josephine>: what did you paint, Greta?\n<Greta>: a sunrise, by the harbour", 1)
     assert hit.matched_terms == ("paint", "Greta", "sunrise", "harbour")  # the second Greta only tags a speaker
     portraits = bank.add("Josephine paints portraits")
-    hits = {hit.id: hit for hit in bank.search("Josephine: and you, Greta?\nGreta: a sunrise", 2)}
+    hits = {hit.id: hit for hit in bank.search("<Josephine>: and you, Greta?\n<Greta>: a sunrise", 2)}
     assert hits[portraits.id].matched_terms == ()  # its name is only a speaker tag here
 
 

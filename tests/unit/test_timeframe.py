@@ -195,6 +195,6 @@ def test_a_query_is_parsed_once_and_its_window_read_at_each_moment():
     assert [part.text for part in first.asked] == ["What did I eat yesterday?", "where did I go on Monday?"]
     monday = datetime(2023, 5, 8, 12, tzinfo=UTC)
     assert first.window(monday) != first.window(monday + timedelta(days=1))  # "yesterday" moves with the moment
-    dialogue = parse_query("Priya: I went out yesterday\nGreta: where to?")
+    dialogue = parse_query("<Priya>: I went out yesterday\n<Greta>: where to?")
     assert dialogue.utterances is not None and len(dialogue.keyword_parts) == 2
     assert dialogue.window(monday) is None  # a conversation's "yesterday" names no time the user asks about

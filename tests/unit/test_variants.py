@@ -134,5 +134,5 @@ def test_a_parsed_query_names_the_words_it_writes_as_names_in_each_part():
     assert [written for written, _ in parse_query("Did Priya meet Gus in Paris?").names[0]] == [
         "Priya", "Gus", "Paris"]
     assert parse_query("Paris is lovely").names == ((),)  # a sentence's first word is capitalised anyway
-    dialogue = parse_query("Priya: I met Gus today\nGus: Hi Priya!")
+    dialogue = parse_query("<Priya>: I met Gus today\n<Gus>: Hi Priya!")
     assert [[written for written, _ in part] for part in dialogue.names] == [["Gus"], ["Priya"]]
