@@ -22,6 +22,8 @@ user's index load in the background when the server starts, so the first call do
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import sys
 import threading
@@ -241,9 +243,12 @@ class _Server(MCPServer):
     without the SDK's "Error executing tool NAME:" before it. A crash stays the SDK's generic line."""
 
     async def run_stdio_async(self) -> None:
-        """The SDK's stdio transport, reading stdin through ``_Lines`` (the SDK's own reader cannot be cancelled)."""
-        async with stdio_server(stdin=cast(Any, _Lines(sys.stdin.fileno()))) as (read_stream, write_stream):
-            await self._lowlevel_server.run(read_stream, write_stream,
+        """The SDK's stdio transport, reading stdin through ``_Lines`` (the SDK's own reader cannot be cancelled),
+        every request read answered before the end of the input reaches the SDK (``_Unanswered``)."""
+        unanswered = _Unanswered()
+        async with stdio_server(stdin=cast(Any, _Lines(sys.stdin.fileno(), unanswered))) as (read_stream,
+                                                                                          write_stream):
+            await self._lowlevel_server.run(read_stream, cast(Any, _Answering(write_stream, unanswered)),
                                             self._lowlevel_server.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -260,15 +265,84 @@ class _Server(MCPServer):
             raise
 
 
+class _Unanswered:
+    """The requests read from the client and not answered yet, by id. At the end of its input the SDK cancels the
+    requests still in flight (its dispatcher's task group), so a client that writes its requests and closes the
+    pipe (``printf ... | vecmem mcp``) lost every answer but the first: ``_Lines`` holds the end back until each
+    request read has its answer, a cancellation from the client, or DRAIN_SECONDS have passed."""
+
+    DRAIN_SECONDS = 120.0  # longer than any one call takes, the model's first load on a loaded machine included
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._settled = asyncio.Event()
+        self._settled.set()
+
+    def read(self, line: str) -> None:
+        """Note the request a line of input holds, if it holds one (a notification has no id)."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return  # the SDK answers a line it cannot parse without an id: nothing to wait for
+        for item in message if isinstance(message, list) else [message]:
+            if not isinstance(item, dict):
+                continue
+            if "method" in item and "id" in item:
+                self._ids.add(json.dumps(item["id"]))
+                self._settled.clear()
+            elif item.get("method") == "notifications/cancelled" and isinstance(item.get("params"), dict):
+                self._done(item["params"].get("requestId"))  # a cancelled request may get no answer
+
+    def answered(self, message: Any) -> None:
+        """Note a message the server sends: an answer (a response or an error) settles its request."""
+        if not hasattr(message, "method"):  # the server's own requests and notifications settle nothing
+            self._done(getattr(message, "id", None))
+
+    def _done(self, request_id: object) -> None:
+        if request_id is not None:
+            self._ids.discard(json.dumps(request_id))
+        if not self._ids:
+            self._settled.set()
+
+    async def settled(self) -> None:
+        """Until every request read is answered, or DRAIN_SECONDS."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), self.DRAIN_SECONDS)
+
+
+class _Answering:
+    """The SDK's write stream, telling ``_Unanswered`` of each message sent; everything else is the stream's."""
+
+    def __init__(self, stream: Any, unanswered: _Unanswered) -> None:
+        self._stream = stream
+        self._unanswered = unanswered
+
+    async def send(self, item: Any) -> None:
+        await self._stream.send(item)
+        self._unanswered.answered(getattr(item, "message", item))
+
+    async def __aenter__(self) -> _Answering:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return cast(bool | None, await self._stream.__aexit__(*exc))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class _Lines:
     """The protocol's input, line by line, read from the descriptor by a thread of its own and handed to the event
     loop. A stop (SIGTERM, Ctrl-C: stopping.py) cancels the wait for the next line at once; the SDK's reader, an
     anyio worker thread that cannot be cancelled, kept the server waiting until the client wrote or closed its
     end. The thread is a daemon blocked in read(2) on the raw descriptor, holding no lock (not sys.stdin's, which
-    the interpreter's shutdown takes): the process ends without waiting for it."""
+    the interpreter's shutdown takes): the process ends without waiting for it. The input's end is passed on once
+    every request read is answered (``_Unanswered``)."""
 
-    def __init__(self, descriptor: int) -> None:
+    def __init__(self, descriptor: int, unanswered: _Unanswered) -> None:
         self._descriptor = descriptor
+        self._unanswered = unanswered
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -294,9 +368,14 @@ class _Lines:
         while chunk := await chunks.get():
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
-                yield line.decode("utf-8", "replace") + "\n"
+                text = line.decode("utf-8", "replace")
+                self._unanswered.read(text)
+                yield text + "\n"
         if pending:
-            yield pending.decode("utf-8", "replace")
+            text = pending.decode("utf-8", "replace")
+            self._unanswered.read(text)
+            yield text
+        await self._unanswered.settled()
 
 
 _PLAIN = {"missing": "is required", "extra_forbidden": "is not a parameter of this tool"}
