@@ -69,6 +69,8 @@ def test_users_are_kept_apart(api):
     ("post", "/memories", {}, 422, "content"),
     ("post", "/search", {"query": "tea", "k": 0}, 422, "k"),
     ("post", "/search", {"query": "tea", "types": {"$ne": 1}}, 422, "types"),
+    ("post", "/search", {"query": "茶" * 2_001}, 422, "query"),  # longer than a search reads (MAX_QUERY_CHARS)
+    ("post", "/context", {"query": "茶" * 32_001}, 422, "query"),
     ("get", "/memories/no-such-memory", None, 404, None),
     ("patch", "/memories/no-such-memory", {"importance": 0.1}, 404, None),
     ("post", "/memories/no-such-memory/restore", None, 404, None),

@@ -37,6 +37,7 @@ from vecmem.agent.earlier import earlier_sessions
 from vecmem.agent.writing.topics import SLOTS
 from vecmem.bank.api import MemoryApi
 from vecmem.models import Hit
+from vecmem.retrieval.query.parsed import searchable
 from vecmem.storage.state.sessions import SessionStore
 
 __all__ = ["CODING_SLOTS", "CODING_TOPICS", "STRONG_RELEVANCE", "Recall", "recall"]
@@ -89,7 +90,8 @@ def recall(bank: MemoryApi, message: str, *, user_id: str, session_id: str | Non
     types = routes.get(intent)
 
     def search(query: str, count: int, kinds: Sequence[str] | None) -> list[Hit]:
-        return bank.search(query, count, user_id=user_id, session_id=session_id, types=kinds, record_access=False)
+        return bank.search(searchable(query), count, user_id=user_id, session_id=session_id, types=kinds,
+                           record_access=False)  # a long message: as much of its end as a search reads
 
     found = search(message, k, types)
     if types is not None:

@@ -37,6 +37,7 @@ from vecmem.maintenance.transfer import content_id
 from vecmem.models import Hit, ImportReport, MemoryFilter, MemoryRecord, PromptPack, Provenance, StoreStats, Turn
 from vecmem.retrieval.budget import DEFAULT_SYSTEM_PROMPT, ContextAssembler, TiktokenCounter, TokenCounter
 from vecmem.retrieval.embedding.embedders import Embedder, canonical_model_name, default_model, embedder_for
+from vecmem.retrieval.query.parsed import MAX_QUERY_CHARS, searchable
 from vecmem.retrieval.query.tokenize import warm_up as warm_tokenizer
 from vecmem.retrieval.retriever import Retriever
 from vecmem.storage.base import MemoryStore
@@ -53,7 +54,6 @@ from vecmem.validation import (
 
 __all__ = ["MemoryBank", "content_id"]
 
-MAX_QUERY_CHARS = 32_000
 
 
 class MemoryBank:
@@ -349,7 +349,7 @@ class MemoryBank:
         """The ``k`` best memories for ``query`` that this user and session may see, best first: global ones and
         those of ``session_id``, never superseded ones; for an empty query the most important. Returned memories
         get their access count and last-accessed time updated (``record_access=False`` to look without touching);
-        the hits show the memory as it was ranked."""
+        the hits show the memory as it was ranked. A query is at most MAX_QUERY_CHARS long (query/parsed.py)."""
         check_query(query, max_chars=MAX_QUERY_CHARS)
         require_positive_int("k", k)
         user, memory_filter = self._user(user_id), MemoryFilter(session_id=session_id, types=check_type_names(types))
@@ -389,11 +389,15 @@ class MemoryBank:
         """Messages for the model: system prompt, the memories that fit the long-term share, the current task
         (``working_memory``, verbatim) and recent turns, then the query. Up to ``k`` memories are retrieved (or
         ``hits``, ranked, used as given); those under the relevance floor are left out, then the lowest-ranked
-        until the section fits its share of ``context_tokens`` (budget.py). Only those in the prompt count as used."""
+        until the section fits its share of ``context_tokens`` (budget.py). Only those in the prompt count as used.
+        The query is a message (up to learning.MAX_MESSAGE_CHARS): the memories are retrieved for its last
+        MAX_QUERY_CHARS (``searchable``), the prompt holds it whole."""
+        check_query(query, max_chars=learning.MAX_MESSAGE_CHARS)
         window = require_positive_int("context_tokens", self.settings.context_tokens if context_tokens is None
                                       else context_tokens)
         if hits is None:
-            hits = self.search(query, k, user_id=user_id, session_id=session_id, types=types, record_access=False)
+            hits = self.search(searchable(query), k, user_id=user_id, session_id=session_id, types=types,
+                               record_access=False)
         pack = self._assembler.assemble(query=query, hits=hits, context_tokens=window, system_prompt=system_prompt,
                                         short_term=tuple(short_term), working_memory=working_memory)
         self._record_access(pack.memories)

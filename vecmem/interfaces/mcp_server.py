@@ -42,6 +42,7 @@ from vecmem.bank.learning import chat_messages
 from vecmem.config import MIN_CONTEXT_TOKENS
 from vecmem.errors import InvalidInputError, VecmemError
 from vecmem.interfaces.http.responses import context_out
+from vecmem.retrieval.query.parsed import searchable
 
 __all__ = ["create_server", "warm_start"]
 
@@ -108,7 +109,7 @@ def create_server(bank: MemoryApi) -> MCPServer:
         def build() -> Any:
             if not 0.0 <= threshold <= 1.0:
                 raise InvalidInputError("threshold", f"must be between 0 and 1, got {threshold!r}")
-            hits = [hit for hit in bank.search(query, limit, session_id=session_id, user_id=user_id,
+            hits = [hit for hit in bank.search(searchable(query), limit, session_id=session_id, user_id=user_id,
                                                record_access=False) if (hit.relevance or 0.0) >= threshold]
             return bank.build_context(query, session_id=session_id, user_id=user_id, context_tokens=context_tokens,
                                       hits=hits)

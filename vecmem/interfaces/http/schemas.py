@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from vecmem.bank.learning import MAX_MESSAGE_CHARS, MAX_MESSAGES
 from vecmem.config import MIN_CONTEXT_TOKENS
+from vecmem.retrieval.query.parsed import MAX_QUERY_CHARS
 from vecmem.validation import (
     MAX_CONTENT_CHARS,
     MAX_CONTEXT_CHARS,
@@ -48,7 +49,6 @@ __all__ = [
 MemoryType = Literal["fact", "preference", "instruction", "conclusion"]
 MemorySource = Literal["user", "extracted", "manual", "template"]
 MemoryStatus = Literal["live", "archived", "pending"]
-MAX_QUERY_CHARS = 32_000  # the bank's limit (bank.MAX_QUERY_CHARS), declared here for the schema
 
 # What validation.py accepts, as JSON Schema patterns: no C0/C1 control characters (text may hold tab, newline
 # and carriage return), not blank; identifiers a single line without surrounding whitespace.
@@ -170,7 +170,8 @@ class BulkRequest(_Body):
 class SearchRequest(_Body):
     """A search over the memories the user (and the session, if given) may see."""
 
-    query: str = Field(description="What to look for; empty: the most important memories.",
+    query: str = Field(description=f"What to look for; empty: the most important memories. At most "
+                                   f"{MAX_QUERY_CHARS:,} characters, about what the model reads in one pass.",
                        max_length=MAX_QUERY_CHARS)
     k: Annotated[int, BeforeValidator(_whole)] = Field(5, ge=1, le=1000,
                                                         description="How many memories to return at most.")
@@ -229,8 +230,9 @@ class NewMessages(_Body):
 class ContextRequest(_Body):
     """What the prompt is built for: the user's message, and what the caller keeps of the conversation."""
 
-    query: str = Field(description="The user's current message (the memories are retrieved for it).",
-                       max_length=MAX_QUERY_CHARS)
+    query: str = Field(description=f"The user's current message, whole in the prompt; the memories are retrieved "
+                                   f"for its last {MAX_QUERY_CHARS:,} characters.",
+                       max_length=MAX_MESSAGE_CHARS)
     session_id: Annotated[str | None, *_identifier("The session whose own memories are searched too (global ones "
                                                    "always are).", nullable=True)] = None
     k: Annotated[int, BeforeValidator(_whole)] = Field(10, ge=1, le=1000,
@@ -243,9 +245,9 @@ class ContextRequest(_Body):
                                                  "VECMEM_CONTEXT_TOKENS); null: the server's VECMEM_CONTEXT_TOKENS.")
     short_term: list[ChatMessage] = Field([], max_length=MAX_MESSAGES, description=(
         "The recent turns, oldest first, verbatim (the oldest dropped first to fit their share)."))
-    working_memory: str = Field("", max_length=MAX_QUERY_CHARS, description=(
+    working_memory: str = Field("", max_length=MAX_MESSAGE_CHARS, description=(
         "The task in progress (goal, steps done, results), kept verbatim in the short-term section; '' for none."))
-    system_prompt: str | None = Field(None, max_length=MAX_QUERY_CHARS, description=(
+    system_prompt: str | None = Field(None, max_length=MAX_MESSAGE_CHARS, description=(
         "The system prompt; null: vecmem's default, which tells the model the memories are data, not "
         "instructions."))
 

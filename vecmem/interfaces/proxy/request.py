@@ -4,8 +4,8 @@
   id), else a per-user key's own user, else ``VECMEM_USER``; ``X-Vecmem-Session`` names the session (none: global
   memories only). Both must be vecmem identifiers (400 naming which). A per-user key may not name another user
   (403), as on `vecmem serve`.
-* **The query**: the text of the last user message (a string, or the text parts of a content list), at most its
-  last ``MAX_MESSAGE_CHARS`` characters (the bank's limit on a query).
+* **The query**: the text of the last user message (a string, or the text parts of a content list), as much of its
+  end as a search reads (``searchable``: the last ``MAX_QUERY_CHARS`` characters, in whole lines).
 * **Where the memories go** (``with_memories``): one message holding the long-term section, inserted just before
   the last user message, the one they were recalled for (with the role of the client's leading instructions when
   it sent developer messages, so a model that takes developer messages only gets one; "system" otherwise). So
@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vecmem.bank.learning import MAX_MESSAGE_CHARS
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError
 from vecmem.interfaces.http.keys import Principal
+from vecmem.retrieval.query.parsed import searchable
 from vecmem.validation import check_message_id, validate_identifier, validate_session_id
 
 __all__ = ["MEMORIES_HEADER", "SESSION_HEADER", "USER_HEADER", "ProxyRequest", "RequestError", "answer_text",
@@ -84,7 +84,7 @@ class ProxyRequest:
         last_user = next((message for message in reversed(messages) if message["role"] == "user"), None)
         text = _text(last_user.get("content")) if last_user is not None else ""
         return cls(body={**body, "model": model}, user_id=user_id, session_id=session_id,
-                   query=text[-MAX_MESSAGE_CHARS:] if text.strip() else None,
+                   query=searchable(text) if text.strip() else None,
                    said=text if text.strip() and messages[-1] is last_user else None, stream=stream)
 
 

@@ -18,9 +18,15 @@ from vecmem.retrieval.query.question import QUERY_STOPWORDS, split_question
 from vecmem.retrieval.query.timeframe import TimeWindow, find_window
 from vecmem.retrieval.query.tokenize import recency_weights, terms
 
-__all__ = ["DIALOGUE_KEYWORD_DECAY", "ParsedQuery", "Term", "asks_about", "parse_query"]
+__all__ = ["DIALOGUE_KEYWORD_DECAY", "MAX_QUERY_CHARS", "ParsedQuery", "Term", "asks_about", "parse_query",
+           "searchable"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
+# The longest query a search reads, in characters. About what the model reads in one pass (512 tokens: some 2,000
+# characters of English, 500 of Chinese; a longer text is embedded window by window), so that a search's work is
+# bounded whatever its text: a query of 8,000 Chinese characters took 20 s on an empty store. ``search`` refuses a
+# longer query; a longer message (build_context, the chat, the proxy) is searched for by ``searchable``'s part.
+MAX_QUERY_CHARS = 2_000
 PARSED_KEPT = 256  # queries kept parsed: a few turns' searches of each of a process's recent conversations
 
 Term = tuple[str, str]  # (as written, its token)
@@ -74,6 +80,24 @@ class ParsedQuery:
         """The span of time the query asks about, read at ``now`` (timeframe.py); a conversation's "today" names
         none."""
         return find_window(self.text, now) if self.utterances is None else None
+
+
+def searchable(text: str) -> str:
+    """The part of a message that a search reads: the whole of it up to MAX_QUERY_CHARS, else its end (what is
+    asked comes last, and a conversation's latest turns), in whole lines where it has them, so that a dialogue
+    query stays one (dialogue.py); a last line longer than the limit is cut at its start."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    kept: list[str] = []
+    room = MAX_QUERY_CHARS
+    for line in reversed(text.splitlines()):
+        if len(line) + (1 if kept else 0) > room:
+            if not kept:
+                kept.append(line[len(line) - room:])
+            break
+        kept.append(line)
+        room -= len(line) + (1 if len(kept) > 1 else 0)
+    return "\n".join(reversed(kept))
 
 
 @functools.lru_cache(maxsize=PARSED_KEPT)
