@@ -1,11 +1,12 @@
 """The typed contract of the HTTP API: the OpenAPI description types and describes every field and declares
 every status a route returns, every failure has the one error shape, and a bounded schemathesis run (every
 default check, stateful transitions included) against a real `uvicorn` server, once with the admin token and once
-with a per-user key, finds nothing."""
+with a per-user key, finds nothing: with seed 17, or each of VECMEM_SCHEMATHESIS_SEEDS ("1 2 3")."""
 
 from __future__ import annotations
 
 import collections
+import os
 
 import pytest
 from fastapi.testclient import TestClient
@@ -111,15 +112,19 @@ def served(request, tmp_path):
     bank.close()
 
 
+SEEDS = [int(seed) for seed in os.environ.get("VECMEM_SCHEMATHESIS_SEEDS", "17").split()]  # "1 2 3": several runs
+
+
 @pytest.mark.slow  # about 30 s of generated requests: in `make test`, not in the fast lane
-def test_a_bounded_schemathesis_run_finds_nothing(served):
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_bounded_schemathesis_run_finds_nothing(served, seed):
     schemathesis = pytest.importorskip("schemathesis")
     from schemathesis.config import SchemathesisConfig
     from schemathesis.engine import events
 
     url, key = served
     config = SchemathesisConfig.from_dict({
-        "headers": {"Authorization": f"Bearer {key}", "X-Vecmem-Request": "1"}, "seed": 17, "workers": 1,
+        "headers": {"Authorization": f"Bearer {key}", "X-Vecmem-Request": "1"}, "seed": seed, "workers": 1,
         "generation": {"max-examples": 6},  # every check with its default expectations, but one:
         # a well-formed /context request can still ask for more than its token window holds (a 422 no schema
         # can express), so that check accepts a 422 there
