@@ -5,7 +5,7 @@ import pytest
 
 from vecmem import InvalidInputError, dialogue_query
 from vecmem.retrieval.query.dialogue import split_dialogue
-from vecmem.retrieval.query.parsed import MAX_QUERY_CHARS, searchable
+from vecmem.retrieval.query.parsed import MAX_QUERY_CHARS, MODEL_PASS_TOKENS, one_pass, searchable
 
 
 def test_a_query_longer_than_a_search_reads_is_refused_naming_the_field(bank):
@@ -39,3 +39,20 @@ def test_a_long_conversation_stays_a_dialogue_of_its_latest_turns():
     utterances = split_dialogue(kept)
     assert len(query) > MAX_QUERY_CHARS and utterances is not None
     assert utterances[-1].startswith("turn 59") and len(kept) <= MAX_QUERY_CHARS
+
+
+def test_the_dense_side_embeds_one_pass_of_the_model_of_each_text():
+    assert one_pass("short question?") == "short question?"
+    chinese = "字" * 2_000
+    assert len(one_pass(chinese)) == MODEL_PASS_TOKENS
+    latin = "word " * 1_000
+    assert len(one_pass(latin)) == 4 * MODEL_PASS_TOKENS and latin.endswith(one_pass(latin))
+
+
+def test_a_long_query_is_embedded_as_far_as_one_pass(make_bank):
+    bank = make_bank()
+    seen: list[str] = []
+    embed = bank.embedder.embed_query
+    bank.embedder.embed_query = lambda text: seen.append(text) or embed(text)
+    bank.search("长" * MAX_QUERY_CHARS, 3)
+    assert seen and max(len(text) for text in seen) <= MODEL_PASS_TOKENS

