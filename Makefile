@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-cli bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-cli bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 bench-long-query clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-reindex - reindex of 100,000 memories between two fake models, rate and wall time (BENCH_REINDEX_ARGS)"
 	@echo "make bench-writes - acknowledged writes/s through 1, 2 and 4 workers on PostgreSQL and a Chroma server (BENCH_WRITES_ARGS)"
 	@echo "make bench-mem0 - mem0 beside vecmem on 1,000 memories (installs mem0ai into $(MEM0_VENV))"
+	@echo "make bench-long-query - what the longest query costs: searches of 20, 500 and 2,000 characters, Chinese and English"
 	@echo "make install - create $(VENV) with torch ($(TORCH)), vecmem, its test extras, the sentence-transformers models and the LangGraph/LangChain adapters' packages"
 
 $(STAMP): pyproject.toml
@@ -158,6 +159,11 @@ $(MEM0_VENV)/.installed-stamp: pyproject.toml
 
 bench-mem0: $(MEM0_VENV)/.installed-stamp
 	$(MEM0_VENV)/bin/python scripts/bench.py --n 1000 --queries 200 --mem0 1000 --skip-startup
+
+# What the longest query costs (scripts/bench_long_query.py): a search reads at most 2,000 characters and embeds
+# one pass of the model of each text, so its time is bounded whatever the text.
+bench-long-query: install
+	$(BIN)/python scripts/bench_long_query.py
 
 # Each benchmark in dense, keyword and hybrid, with the default weights (0.6/0.2/0.2) and, as the papers report,
 # similarity alone (1/0/0), both over one index, beside plain BM25 and plain cosine on the same data (--baselines).
