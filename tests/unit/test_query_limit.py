@@ -56,3 +56,10 @@ def test_a_long_query_is_embedded_as_far_as_one_pass(make_bank):
     bank.embedder.embed_query = lambda text: seen.append(text) or embed(text)
     bank.search("长" * MAX_QUERY_CHARS, 3)
     assert seen and max(len(text) for text in seen) <= MODEL_PASS_TOKENS
+
+
+def test_writes_of_long_text_search_for_their_end_and_store_it_whole(bank):
+    long_fact = "The user keeps notes. " * 300 + "I live in Porto."
+    assert bank.add(long_fact).content == long_fact  # its related memories were searched for by its end
+    result = bank.add_messages([{"role": "user", "content": "I work at Acme. " + "Also some filler words. " * 1_000}])
+    assert any("Acme" in memory.content for memory in result.written)

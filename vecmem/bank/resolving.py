@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from vecmem.bank import chains
 from vecmem.models import GLOBAL_SCOPE, MemoryRecord
+from vecmem.retrieval.query.parsed import searchable
 
 __all__ = ["ACTIONS", "AddAction", "AddResolver", "AddResult", "Known", "Plan", "PlanAction", "TypeGuess", "Write",
            "carry_out", "gather"]
@@ -138,7 +139,7 @@ def gather(bank: Any, record: MemoryRecord, resolver: AddResolver) -> list[Known
     of the slot types when the resolver reads a slot in it; only those of its own scope."""
     said_in = record.provenance.session_id if record.provenance is not None else None
     session = said_in if record.scope == GLOBAL_SCOPE else record.scope
-    hits = bank.search(record.content, CANDIDATES, user_id=record.user_id, session_id=session, record_access=False)
+    hits = bank.search(searchable(record.content), CANDIDATES, user_id=record.user_id, session_id=session, record_access=False)
     found = {hit.id: Known(hit.record, hit.closeness) for hit in hits}
     if resolver.reads_slots(record.content):
         for other in bank.list_memories(user_id=record.user_id, session_id=session, types=SLOT_TYPES):

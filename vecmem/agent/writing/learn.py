@@ -41,6 +41,7 @@ from vecmem.bank.learning import AddMessagesResult, SkippedMessage
 from vecmem.config import Settings
 from vecmem.errors import InvalidInputError, NotFoundError
 from vecmem.models import MemoryRecord, Provenance, Turn
+from vecmem.retrieval.query.parsed import searchable
 
 __all__ = ["Learner", "MessageWrite", "write_message"]
 
@@ -68,14 +69,14 @@ def write_message(bank: MemoryApi, gate: WriteGate, extractor: Extractor, resolv
         decision = gate.judge(message, speaker=speaker, now=now)
         if not decision.keep:
             return MessageWrite(decision)
-        related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
+        related = bank.search(searchable(message), RELATED, user_id=user_id, session_id=session_id, record_access=False)
         candidates = extractor.extract(message, reply, decision, [hit.record for hit in related], speaker=speaker,
                                        now=now)
     else:
         screened = gate.screen(message)
         if screened is not None:
             return MessageWrite(screened)
-        related = bank.search(message, RELATED, user_id=user_id, session_id=session_id, record_access=False)
+        related = bank.search(searchable(message), RELATED, user_id=user_id, session_id=session_id, record_access=False)
         shown = sorted((hit.record for hit in related), key=lambda record: record.created_at)  # as they were said
         decision, candidates = extractor.decide(message, reply, shown, speaker=speaker, now=now)
         if not decision.keep:

@@ -41,6 +41,7 @@ from vecmem.interfaces.integrations.items import (
     string_leaves,
 )
 from vecmem.models import Hit, MemoryRecord
+from vecmem.retrieval.query.parsed import searchable
 
 __all__ = ["FIRST_K", "ItemBank", "ItemsApi", "PreparedPut"]
 
@@ -181,7 +182,7 @@ class ItemBank:
         memories and the session's), and the unindexed ones it met; every such item once the search ran out."""
         k = max(wanted, FIRST_K)
         while True:
-            hits = self.bank.search(query, k, user_id=user, session_id=session, record_access=False)
+            hits = self.bank.search(searchable(query), k, user_id=user, session_id=session, record_access=False)
             found = [(item, _item_score(hit)) for hit in hits
                      if (item := self._item(hit.record)) is not None and keep(item)]
             ranked = [(item, score) for item, score in found if item.indexed]

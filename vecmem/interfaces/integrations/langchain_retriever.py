@@ -24,6 +24,7 @@ from typing import Any
 
 from vecmem.bank.api import MemoryApi
 from vecmem.models import MEMORY_TYPES, Hit
+from vecmem.retrieval.query.parsed import searchable
 from vecmem.validation import check_choice, require_positive_int, validate_identifier, validate_session_id
 
 try:
@@ -72,7 +73,7 @@ class VecmemRetriever(BaseRetriever):
                                     self.session_id if session_id is None else session_id,
                                     self.types if types is None else types)
         count = arguments.pop("k")
-        hits = self.bank.search(query, count, record_access=self.record_access, **arguments)
+        hits = self.bank.search(searchable(query), count, record_access=self.record_access, **arguments)
         return [_document(hit) for hit in hits]
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
