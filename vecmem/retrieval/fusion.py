@@ -67,20 +67,23 @@ from vecmem.retrieval.embedding.calibration import Anchors
 from vecmem.retrieval.index.keyword import KeywordResult
 from vecmem.retrieval.relevance import CohortStats, dense_relevance
 
-__all__ = ["DATE_SHARE", "Fusion", "Fusions", "cosine"]
+__all__ = ["DATE_SHARE", "SECOND_VIEW_SHARE", "Fusion", "Fusions", "cosine"]
 
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
 DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
+SECOND_VIEW_SHARE = 0.5  # the second dense view's part of the dense side's weight (docstring, *The second view*)
 
 
 class Fusion:
     """One query's similarity of each candidate and its relevance (module docstring). ``dense``: cosines of the
-    candidates (all of them, so the best is known); ``cohort``: the query's cosines with the cohort, summed up."""
+    candidates (all of them, so the best is known); ``cohort``: the query's cosines with the cohort, summed up.
+    ``second``: the second dense view's cosines of the candidates and its own cohort's (*The second view*)."""
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
                  cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
                  languages: Mapping[str, str] | None = None, anchors: Mapping[str, Anchors] | None = None,
-                 unreadable: frozenset[str] = frozenset()) -> None:
+                 unreadable: frozenset[str] = frozenset(),
+                 second: tuple[dict[str, float], Mapping[str, CohortStats]] | None = None) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
@@ -92,27 +95,28 @@ class Fusion:
         # memory languages whose cosines with this query say nothing: another language than the query's, where
         # the model does not know a translation from an unrelated statement (all-MiniLM-L6-v2 across zh and en)
         self.unreadable = unreadable
-        self._above: dict[str, float] = {}  # each candidate's cosine above chance in its language, in spreads
-        self._dense_span, dense_share = 1.0, 0.0
+        # each side: (its prior weight, its informativeness, its scaled score of a memory); the dense views first
+        views: list[_DenseView] = []
         if dense is not None:
-            if cohort is None:  # no chance level known: the raw cosine, fully trusted
-                self._above, dense_share = dict(dense), 1.0
-            else:
-                self._above = {memory_id: self._standing(memory_id, value) for memory_id, value in dense.items()}
-                top = max(self._above.values(), default=0.0)
-                if top > 0:
-                    self._dense_span = top
-                    dense_share = min(1.0, max(0.0, (top - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
-        keyword_share = 0.0
-        if keyword is not None and keyword.best > 0:
-            keyword_share = min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
-        # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
-        if dense is not None and keyword is not None:
-            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_share
-            self._dense_weight = dense_weight * dense_share * dense_share / trust if trust > 0 else 0.0
-            self._keyword_weight = (1 - dense_weight) * keyword_share * keyword_share / trust if trust > 0 else 0.0
-        else:
-            self._dense_weight, self._keyword_weight = dense_share, keyword_share
+            views.append(_DenseView(dense, cohort, self.languages, unreadable))
+        if dense is not None and second is not None:
+            views.append(_DenseView(second[0], second[1], self.languages, frozenset()))
+        priors = [1.0] if len(views) == 1 else [1.0 - SECOND_VIEW_SHARE, SECOND_VIEW_SHARE]
+        self._views = views
+        shares = [view.share for view in views]
+        if keyword is not None and views:
+            priors = [dense_weight * prior for prior in priors] + [1.0 - dense_weight]
+            shares.append(_keyword_share(keyword))
+        elif keyword is not None:
+            priors, shares = [1.0], [_keyword_share(keyword)]
+        if len(shares) == 1:  # one side alone: its evidence, a·side
+            weights = shares
+        else:  # each side's weight in the average of the sides' evidence (module docstring), evidence factor included
+            trust = sum(prior * share for prior, share in zip(priors, shares, strict=True))
+            weights = [prior * share * share / trust if trust > 0 else 0.0
+                       for prior, share in zip(priors, shares, strict=True)]
+        self._view_weights = weights[:len(views)]
+        self._keyword_weight = weights[len(views)] if keyword is not None else 0.0
 
     def parts(self, memory_id: str) -> tuple[float, float | None, float | None]:
         """(similarity, cosine, keyword relative to the query's best keyword match); similarity and the keyword
@@ -122,10 +126,8 @@ class Fusion:
         if self.keyword is not None:
             best = self.keyword.best
             relative = self.keyword.score_of(memory_id) / best if best > 0 else 0.0
-        similarity = 0.0
-        if self.dense is not None:
-            scaled = self._above.get(memory_id, 0.0) / self._dense_span
-            similarity += self._dense_weight * min(1.0, max(0.0, scaled))
+        similarity = sum(weight * view.scaled(memory_id) for view, weight in zip(self._views, self._view_weights,
+                                                                                   strict=True))
         if relative is not None:
             similarity += self._keyword_weight * relative
         if self.dates is not None:
@@ -149,15 +151,49 @@ class Fusion:
     def _chance(self, memory_id: str) -> CohortStats:
         """What an unrelated memory in this memory's language scores for the query."""
         assert self.cohort is not None
-        return self.cohort.get(self.languages.get(memory_id, "en")) or next(iter(self.cohort.values()))
+        return _chance(self.cohort, self.languages, memory_id)
 
-    def _standing(self, memory_id: str, cosine: float) -> float:
-        """How far the cosine stands above chance in the memory's language, in that cohort's spreads."""
-        if self.languages.get(memory_id, "en") in self.unreadable:
-            return 0.0
-        chance = self._chance(memory_id)
-        above = cosine - chance.mean
-        return above / chance.spread if chance.spread > 0 else (CERTAIN_Z if above > 0 else 0.0)
+
+def _chance(cohort: Mapping[str, CohortStats], languages: Mapping[str, str], memory_id: str) -> CohortStats:
+    return cohort.get(languages.get(memory_id, "en")) or next(iter(cohort.values()))
+
+
+def _keyword_share(keyword: KeywordResult) -> float:
+    """How informative the keyword side is for the query: its best match's share of full evidence."""
+    if keyword.best <= 0:
+        return 0.0
+    return min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
+
+
+class _DenseView:
+    """One dense view of a query (the store's model, or the second view): each candidate's cosine as its standing
+    above chance in its language, over the best candidate's, and how informative the view is (module docstring)."""
+
+    def __init__(self, cosines: Mapping[str, float], cohort: Mapping[str, CohortStats] | None,
+                 languages: Mapping[str, str], unreadable: frozenset[str]) -> None:
+        self.span, self.share = 1.0, 0.0
+        if cohort is None:  # no chance level known: the raw cosine, fully trusted
+            self.above, self.share = dict(cosines), 1.0
+            return
+        self.above = {memory_id: _standing(cohort, languages, unreadable, memory_id, value)
+                      for memory_id, value in cosines.items()}
+        top = max(self.above.values(), default=0.0)
+        if top > 0:
+            self.span = top
+            self.share = min(1.0, max(0.0, (top - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
+
+    def scaled(self, memory_id: str) -> float:
+        return min(1.0, max(0.0, self.above.get(memory_id, 0.0) / self.span))
+
+
+def _standing(cohort: Mapping[str, CohortStats], languages: Mapping[str, str], unreadable: frozenset[str],
+              memory_id: str, cosine: float) -> float:
+    """How far the cosine stands above chance in the memory's language, in that cohort's spreads."""
+    if languages.get(memory_id, "en") in unreadable:
+        return 0.0
+    chance = _chance(cohort, languages, memory_id)
+    above = cosine - chance.mean
+    return above / chance.spread if chance.spread > 0 else (CERTAIN_Z if above > 0 else 0.0)
 
 
 class Fusions:
