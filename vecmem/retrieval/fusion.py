@@ -95,28 +95,29 @@ class Fusion:
         # memory languages whose cosines with this query say nothing: another language than the query's, where
         # the model does not know a translation from an unrelated statement (all-MiniLM-L6-v2 across zh and en)
         self.unreadable = unreadable
-        # each side: (its prior weight, its informativeness, its scaled score of a memory); the dense views first
+        # the dense views (the store's model, and the second view when it is on) make one dense side: its
+        # evidence is their average weighed by prior·share (evidence factor included), its informativeness their
+        # shares' average weighed alike, so a flat view adds nothing and takes nothing away (*The second view*)
         views: list[_DenseView] = []
         if dense is not None:
             views.append(_DenseView(dense, cohort, self.languages, unreadable))
         if dense is not None and second is not None:
             views.append(_DenseView(second[0], second[1], self.languages, frozenset()))
-        priors = [1.0] if len(views) == 1 else [1.0 - SECOND_VIEW_SHARE, SECOND_VIEW_SHARE]
+        priors = [1.0 - SECOND_VIEW_SHARE, SECOND_VIEW_SHARE] if len(views) == 2 else [1.0] * len(views)
+        mass = sum(prior * view.share for prior, view in zip(priors, views, strict=True))
+        inside = [prior * view.share * view.share / mass if mass > 0 else 0.0
+                  for prior, view in zip(priors, views, strict=True)]  # each view's part of the dense evidence
+        dense_share = sum(inside)  # = Σ p·a² / Σ p·a: the dense side's informativeness
+        keyword_share = _keyword_share(keyword) if keyword is not None else 0.0
+        # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
+        if views and keyword is not None:
+            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_share
+            dense_part = dense_weight * dense_share / trust if trust > 0 else 0.0
+            self._keyword_weight = (1 - dense_weight) * keyword_share * keyword_share / trust if trust > 0 else 0.0
+        else:  # one side alone: its evidence, a·side
+            dense_part, self._keyword_weight = 1.0, keyword_share
         self._views = views
-        shares = [view.share for view in views]
-        if keyword is not None and views:
-            priors = [dense_weight * prior for prior in priors] + [1.0 - dense_weight]
-            shares.append(_keyword_share(keyword))
-        elif keyword is not None:
-            priors, shares = [1.0], [_keyword_share(keyword)]
-        if len(shares) == 1:  # one side alone: its evidence, a·side
-            weights = shares
-        else:  # each side's weight in the average of the sides' evidence (module docstring), evidence factor included
-            trust = sum(prior * share for prior, share in zip(priors, shares, strict=True))
-            weights = [prior * share * share / trust if trust > 0 else 0.0
-                       for prior, share in zip(priors, shares, strict=True)]
-        self._view_weights = weights[:len(views)]
-        self._keyword_weight = weights[len(views)] if keyword is not None else 0.0
+        self._view_weights = [dense_part * part for part in inside]
 
     def parts(self, memory_id: str) -> tuple[float, float | None, float | None]:
         """(similarity, cosine, keyword relative to the query's best keyword match); similarity and the keyword
