@@ -71,6 +71,7 @@ __all__ = ["DATE_SHARE", "SECOND_VIEW_SHARE", "Fusion", "Fusions", "cosine"]
 
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
 DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
+COVERAGE_FULL: float | None = None  # the keyword side's coverage of the query from which it weighs fully (None: off)
 SECOND_VIEW_SHARE = 0.5  # the second dense view's part of the dense side's weight (docstring, *The second view*)
 
 
@@ -111,9 +112,10 @@ class Fusion:
         keyword_share = _keyword_share(keyword) if keyword is not None else 0.0
         # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
         if views and keyword is not None:
-            trust = dense_weight * dense_share + (1 - dense_weight) * keyword_share
+            say = keyword_share * _coverage(keyword)  # its say against the dense side
+            trust = dense_weight * dense_share + (1 - dense_weight) * say
             dense_part = dense_weight * dense_share / trust if trust > 0 else 0.0
-            self._keyword_weight = (1 - dense_weight) * keyword_share * keyword_share / trust if trust > 0 else 0.0
+            self._keyword_weight = (1 - dense_weight) * say * keyword_share / trust if trust > 0 else 0.0
         else:  # one side alone: its evidence, a·side
             dense_part, self._keyword_weight = 1.0, keyword_share
         self._views = views
@@ -164,6 +166,13 @@ def _keyword_share(keyword: KeywordResult) -> float:
     if keyword.best <= 0:
         return 0.0
     return min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
+
+
+def _coverage(keyword: KeywordResult) -> float:
+    """How much of the query the keyword side's best match holds, on the way to COVERAGE_FULL (1 when off)."""
+    if COVERAGE_FULL is None or keyword.best <= 0:
+        return 1.0
+    return min(1.0, keyword.best / (COVERAGE_FULL * keyword.whole)) if keyword.whole > 0 else 1.0
 
 
 class _DenseView:

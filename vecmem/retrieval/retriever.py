@@ -243,8 +243,6 @@ class Retriever:
         # The query is embedded in another thread while the keyword side runs here and reads the stored vectors
         # of its candidates (both take a few ms, the embedding longer, mostly outside the GIL).
         pending = None if mode == "keyword" else self._submit(self._query_vector, query.text, query.utterances)
-        second_pending = None if mode == "keyword" or self.second is None or snapshot.second is None else \
-            self._submit(self._query_vector, query.text, query.utterances, self.second.embedder)
         keyword: KeywordResult | None = None
         variants = NO_VARIANTS
         stored: dict[str, np.ndarray] | None = None
@@ -260,10 +258,13 @@ class Retriever:
             if pending is not None and top and len(top) <= PREFETCH_VECTORS_AT_MOST:
                 stored = self.store.vectors(user, top, type_of={i: t for i in top if (t := view.type_of(i))})
         dense: dict[str, float] = {}
+        # the second view's query vector here, while the store's model embeds it in the other thread (USE takes a
+        # few ms on one core; handing it to a thread of its own cost more than that on two busy cores)
+        second = None if pending is None or self.second is None or snapshot.second is None else \
+            self._query_vector(query.text, query.utterances, self.second.embedder)
         vector = None if pending is None else pending.result()
         if vector is not None:
             dense = self._dense_candidates(user, vector, wanted, view, held)
-        second = None if second_pending is None else second_pending.result()
         nearest = [] if second is None or snapshot.second is None else list(snapshot.second.nearest(
             second, wanted, lambda memory_id: view.visible(memory_id) is not False))  # the second view's own
         candidates = list(dict.fromkeys([*dense, *nearest, *(i for i, _ in (keyword.top if keyword else []))]))

@@ -122,10 +122,13 @@ class KeywordResult:
     """Keyword scores of one query over the memories a filter lets through."""
 
     def __init__(self, top: list[tuple[str, float]], best: float, lookup: Mapping[str, int], scores: np.ndarray,
-                 scale: float = 0.0) -> None:
+                 scale: float = 0.0, whole: float | None = None) -> None:
         self.top = top  # the best-scoring visible memories, best first
         self.best = best  # the highest visible score (0 when nothing matched)
         self.scale = scale  # the score that is full keyword evidence for this query (relevance.keyword_scale)
+        # what a memory holding every term of the query once scores (relevance.keyword_whole): the best match's
+        # share of it is how much of the query the keyword side covers (fusion.py)
+        self.whole = scale if whole is None else whole
         self._lookup = lookup  # the snapshot's id -> slot: every slot has a score
         self._scores = scores  # per slot, 0 where the filter hides the memory
 
