@@ -53,8 +53,17 @@ The fusion before this one (w·cosine + (1 - w)·keyword relative to the best, w
 side on English MADial-Bench in many dialogues and let importance and recency reorder the keyword side's
 Chinese matches.
 
+**The second view** (``VECMEM_SECOND_VIEW=use``, index/second_view.py): a second model's cosines of the same
+candidates, put on their own scale against the second model's own cohort exactly as above. The dense views make
+one dense side: its evidence is their average weighed by ``p·a_v`` with the evidence factor (``p`` =
+SECOND_VIEW_SHARE for the second view, the rest for the store's model), and its informativeness their shares'
+average weighed alike (``Σ p·a_v² / Σ p·a_v``), so two views that agree rank as one would, and a view that says
+nothing for a query (a flat one) adds nothing and takes nothing away. The dense side then meets the keyword side
+as above. Relevance (the prompt's floor) stays the store's model's and the keyword side's: the floor was
+calibrated on them.
+
 The measured effect of each of these choices, with all-MiniLM-L6-v2: docs/benchmarks.md, *Why retrieval is built
-as it is*.
+as it is*; of the second view: *A second dense view*.
 """
 
 from __future__ import annotations
