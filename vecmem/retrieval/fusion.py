@@ -23,8 +23,18 @@ Each side then weighs as much as it is *informative* for this query, so an empty
 * the keyword side by the best match's keyword relevance: its BM25 over the score that is full evidence for the
   query (relevance.keyword_scale), capped at 1; 0 when nothing matched.
 
-Each side's evidence is its scaled score times its informativeness (``a·side``), and the similarity is the
-average of the two sides' evidence weighed by ``w·a_d`` and ``(1 - w)·a_k`` (``w`` = ``VECMEM_DENSE_WEIGHT``, 0.5):
+**Coverage.** Beside a dense side, a keyword match also counts by how much of the query it covers: the share of
+the query's terms, each weighed by its idf (and by its utterance's weight in a dialogue), that the memory holds
+(``KeywordResult.coverage_of``). A memory's keyword evidence is then its share of full evidence times its
+coverage, and the keyword side's informativeness the best such evidence among its matches. One unit of
+evidence is enough to count as relevant (relevance.py), but a question that shares one everyday word (用, 喜欢,
+"use") with a distractor and none with its memory must not outvote the dense side's clear match: without
+coverage the paraphrase set's hybrid R@1 stood 22 points under its dense R@1 (docs/benchmarks.md, *A second
+dense view*). Keyword mode is unchanged (no dense side to weigh against).
+
+Each side's evidence is its scaled score times its informativeness (``a·side``; the keyword side's, in hybrid,
+times coverage: below), and the similarity is the average of the two sides' evidence weighed by ``w·a_d`` and
+``(1 - w)·a_k`` (``w`` = ``VECMEM_DENSE_WEIGHT``, 0.5):
 
     similarity = (w·a_d·(a_d·dense) + (1 - w)·a_k·(a_k·keyword)) / (w·a_d + (1 - w)·a_k)
 
@@ -80,7 +90,6 @@ __all__ = ["DATE_SHARE", "SECOND_VIEW_SHARE", "Fusion", "Fusions", "cosine"]
 
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
 DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
-COVERAGE_FULL: float | None = None  # the keyword side's coverage of the query from which it weighs fully (None: off)
 SECOND_VIEW_SHARE = 0.5  # the second dense view's part of the dense side's weight (docstring, *The second view*)
 
 
@@ -119,14 +128,19 @@ class Fusion:
                   for prior, view in zip(priors, views, strict=True)]  # each view's part of the dense evidence
         dense_share = sum(inside)  # = Σ p·a² / Σ p·a: the dense side's informativeness
         keyword_share = _keyword_share(keyword) if keyword is not None else 0.0
-        # each side's weight in the average of the two sides' evidence (module docstring), evidence factor included
-        if views and keyword is not None:
-            say = keyword_share * _coverage(keyword)  # its say against the dense side
+        # beside a dense side, a keyword match counts by how much of the query it covers too (module docstring):
+        # the keyword side's evidence of a memory is its share of full evidence times that coverage, and its
+        # informativeness the best evidence it gives
+        self._keyword_share, self._covering = keyword_share, bool(views) and keyword is not None
+        # each side's weight in the average of the two sides' evidence (module docstring)
+        if keyword is not None and views:
+            say = keyword_share * max((score / keyword.best * keyword.coverage_of(memory_id)
+                                       for memory_id, score in keyword.top), default=0.0)
             trust = dense_weight * dense_share + (1 - dense_weight) * say
             dense_part = dense_weight * dense_share / trust if trust > 0 else 0.0
-            self._keyword_weight = (1 - dense_weight) * say * keyword_share / trust if trust > 0 else 0.0
+            self._keyword_weight = (1 - dense_weight) * say / trust if trust > 0 else 0.0
         else:  # one side alone: its evidence, a·side
-            dense_part, self._keyword_weight = 1.0, keyword_share
+            dense_part, self._keyword_weight = 1.0, 1.0
         self._views = views
         self._view_weights = [dense_part * part for part in inside]
 
@@ -140,8 +154,11 @@ class Fusion:
             relative = self.keyword.score_of(memory_id) / best if best > 0 else 0.0
         similarity = sum(weight * view.scaled(memory_id) for view, weight in zip(self._views, self._view_weights,
                                                                                    strict=True))
-        if relative is not None:
-            similarity += self._keyword_weight * relative
+        if relative is not None and self.keyword is not None:
+            evidence = self._keyword_share * relative
+            if self._covering:
+                evidence *= self.keyword.coverage_of(memory_id)
+            similarity += self._keyword_weight * evidence
         if self.dates is not None:
             similarity *= 1.0 - DATE_SHARE + DATE_SHARE * self.dates.get(memory_id, 1.0)
         return min(1.0, similarity), cosine, relative
@@ -175,13 +192,6 @@ def _keyword_share(keyword: KeywordResult) -> float:
     if keyword.best <= 0:
         return 0.0
     return min(1.0, keyword.best / keyword.scale) if keyword.scale > 0 else 1.0
-
-
-def _coverage(keyword: KeywordResult) -> float:
-    """How much of the query the keyword side's best match holds, on the way to COVERAGE_FULL (1 when off)."""
-    if COVERAGE_FULL is None or keyword.best <= 0:
-        return 1.0
-    return min(1.0, keyword.best / (COVERAGE_FULL * keyword.whole)) if keyword.whole > 0 else 1.0
 
 
 class _DenseView:

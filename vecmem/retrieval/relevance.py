@@ -56,7 +56,7 @@ from vecmem.storage.files import private_dir
 if TYPE_CHECKING:
     from vecmem.retrieval.embedding.embedders import Embedder
 
-__all__ = ["COHORT", "Cohort", "CohortStats", "dense_relevance", "idf", "keyword_scale", "keyword_whole"]
+__all__ = ["COHORT", "Cohort", "CohortStats", "dense_relevance", "idf", "keyword_scale"]
 
 log = logging.getLogger("vecmem")
 
@@ -241,10 +241,6 @@ def keyword_scale(query_terms: Iterable[tuple[int, float]], documents: int, k1: 
     """The BM25 score that is full keyword evidence for a query (module docstring): the lesser of the query's whole
     and one unit. ``query_terms``: (document frequency, weight) of each query term, as often as the query has it
     (the weight of its utterance in a dialogue, weights summing to 1); 0 for a query without terms."""
-    return min(keyword_whole(query_terms, documents, k1), idf(1, max(1, documents)) / (1.0 + k1))
-
-
-def keyword_whole(query_terms: Iterable[tuple[int, float]], documents: int, k1: float) -> float:
-    """The BM25 score of a memory of average length holding every query term once: what the query asks, whole."""
     n = max(1, documents)
-    return sum(weight * idf(df, n) for df, weight in query_terms) / (1.0 + k1)
+    whole = sum(weight * idf(df, n) for df, weight in query_terms) / (1.0 + k1)
+    return min(whole, idf(1, n) / (1.0 + k1))

@@ -61,8 +61,21 @@ def _model() -> Any:
     return _MODEL
 
 
+def _load_ahead() -> None:
+    try:
+        _model()
+    except EmbeddingError:  # said again, to the caller, by the first call that needs the model
+        pass
+
+
 class UseEmbedder:
-    """The ``Embedder`` protocol (embedders.py) over the multilingual Universal Sentence Encoder."""
+    """The ``Embedder`` protocol (embedders.py) over the multilingual Universal Sentence Encoder. ``preload``: start
+    loading the model in a thread now (1.5 s or more: the tokenizer's vocabulary is read in pure Python), so that a
+    new process's first search, which opens the store meanwhile, waits for less of it."""
+
+    def __init__(self, *, preload: bool = False) -> None:
+        if preload and _MODEL is None and installed():
+            threading.Thread(target=_load_ahead, daemon=True, name="vecmem-load-use").start()
 
     @property
     def name(self) -> str:
