@@ -134,8 +134,9 @@ class Fusion:
         self._keyword_share, self._covering = keyword_share, bool(views) and keyword is not None
         # each side's weight in the average of the two sides' evidence (module docstring)
         if keyword is not None and views:
-            say = keyword_share * max((score / keyword.best * keyword.coverage_of(memory_id)
-                                       for memory_id, score in keyword.top), default=0.0)
+            covered = max((score / keyword.best * keyword.coverage_of(memory_id)
+                           for memory_id, score in keyword.top), default=0.0)
+            say = keyword_share * covered
             trust = dense_weight * dense_share + (1 - dense_weight) * say
             dense_part = dense_weight * dense_share / trust if trust > 0 else 0.0
             self._keyword_weight = (1 - dense_weight) * say / trust if trust > 0 else 0.0
