@@ -175,3 +175,33 @@ def test_a_bank_with_the_second_view_finds_what_only_it_reads(make_bank, setting
     reopened.search("herons", 3)
     assert len(reopened._retriever._current("default").second) == 5
     assert second.document_calls == calls  # read from the home's file, not embedded again
+
+
+def test_fusion_properties_hold_on_random_queries():
+    """Similarity in [0, 1]; no keyword match: as the dense side alone; no dense side: keyword mode, untouched by
+    coverage; a memory holding every query term covers all of it."""
+    rng = np.random.default_rng(11)
+    ids = [f"m{i}" for i in range(12)]
+    for _ in range(200):
+        dense = {i: float(v) for i, v in zip(ids, rng.uniform(-0.1, 0.9, len(ids)), strict=True)}
+        second = {i: float(v) for i, v in zip(ids, rng.uniform(-0.1, 0.9, len(ids)), strict=True)}
+        scores = np.where(rng.random(len(ids)) < 0.5, rng.uniform(0.1, 5.0, len(ids)), 0.0)
+        order = [int(j) for j in np.argsort(-scores) if scores[j] > 0]
+        tokens = [list(rng.choice(["a", "b", "c", "d", "e"], size=3)) for _ in ids]
+        keyword = KeywordResult([(ids[j], float(scores[j])) for j in order], float(scores.max()),
+                                {i: n for n, i in enumerate(ids)}, scores, float(rng.uniform(0.5, 4.0)),
+                                {"a": 2.0, "b": 1.0, "c": 0.5}, tokens)
+        cohort = {"en": CohortStats(mean=float(rng.uniform(0.0, 0.3)), spread=float(rng.uniform(0.02, 0.2)), bar=0.4)}
+        hybrid = Fusion(dense, keyword, float(rng.uniform(0.1, 0.9)), cohort, second=(second, cohort))
+        alone = Fusion(None, keyword, 0.5, None)
+        for n, memory_id in enumerate(ids):
+            assert 0.0 <= hybrid.parts(memory_id)[0] <= 1.0
+            relative = scores[n] / scores.max() if scores.max() > 0 else 0.0
+            share = min(1.0, scores.max() / keyword.scale)
+            assert alone.parts(memory_id)[0] == pytest.approx(share * relative)
+            if {"a", "b", "c"} <= set(tokens[n]):
+                assert keyword.coverage_of(memory_id) == pytest.approx(1.0)
+        empty = KeywordResult([], 0.0, {i: n for n, i in enumerate(ids)}, np.zeros(len(ids)), 1.0)
+        with_empty = Fusion(dense, empty, 0.5, cohort, second=(second, cohort))
+        dense_only = Fusion(dense, None, 0.5, cohort, second=(second, cohort))
+        assert all(with_empty.parts(i)[0] == pytest.approx(dense_only.parts(i)[0]) for i in ids)
