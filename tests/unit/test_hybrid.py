@@ -39,7 +39,7 @@ def test_fusion_arithmetic_by_hand():
     cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}  # every memory here is English
     # full evidence 6: a holds half of it and every query term, b a quarter of it and the terms of 3/4 of the query
     keyword = KeywordResult([("a", 3.0), ("b", 1.5)], 3.0, {"a": 0, "b": 1, "c": 2}, np.array([3.0, 1.5, 0.0]), 6.0,
-                            {"x": 3.0, "y": 1.0}, [["x", "y", "z"], ["x"], ["z"]])
+                            {"x": 3.0, "y": 1.0}, {"a": ["x", "y", "z"], "b": ["x"], "c": ["z"]}.get)
     dense = {"a": 0.5, "b": 0.35, "c": 0.1}  # best z = (0.5 - 0.2) / 0.1 = 3: fully informative
     fusion = Fusion(dense, keyword, 0.5, cohort)
 
@@ -74,7 +74,8 @@ def test_a_match_on_a_small_part_of_the_query_weighs_little_against_the_dense_si
 
     cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}
     keyword = KeywordResult([("distractor", 2.0)], 2.0, {"distractor": 0, "answer": 1}, np.array([2.0, 0.0]), 2.0,
-                            {"use": 1.0, "kettle": 2.5, "descale": 2.5}, [["use", "pan"], ["boil", "water"]])
+                            {"use": 1.0, "kettle": 2.5, "descale": 2.5},
+                            {"distractor": ["use", "pan"], "answer": ["boil", "water"]}.get)
     # one unit of evidence, on a sixth of the query
     dense = {"answer": 0.5, "distractor": 0.42}  # z 3 and 2.2
     fusion = Fusion(dense, keyword, 0.5, cohort)

@@ -190,7 +190,7 @@ def test_fusion_properties_hold_on_random_queries():
         tokens = [list(rng.choice(["a", "b", "c", "d", "e"], size=3)) for _ in ids]
         keyword = KeywordResult([(ids[j], float(scores[j])) for j in order], float(scores.max()),
                                 {i: n for n, i in enumerate(ids)}, scores, float(rng.uniform(0.5, 4.0)),
-                                {"a": 2.0, "b": 1.0, "c": 0.5}, tokens)
+                                {"a": 2.0, "b": 1.0, "c": 0.5}, dict(zip(ids, tokens, strict=True)).get)
         cohort = {"en": CohortStats(mean=float(rng.uniform(0.0, 0.3)), spread=float(rng.uniform(0.02, 0.2)), bar=0.4)}
         hybrid = Fusion(dense, keyword, float(rng.uniform(0.1, 0.9)), cohort, second=(second, cohort))
         alone = Fusion(None, keyword, 0.5, None)

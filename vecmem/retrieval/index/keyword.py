@@ -166,7 +166,7 @@ class IndexSnapshot:
         for tokens, weight in query_parts:
             for token in tokens if weight > 0 and weight_sum > 0 else ():
                 mass[token] = mass.get(token, 0.0) + weight / weight_sum * idf(self._df.get(token, 0), documents)
-        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale, mass, self._tokens)
+        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale, mass, self.tokens_of)
 
     def tokens_of(self, memory_id: str) -> tuple[str, ...] | None:
         """The keyword tokens this snapshot holds for a memory, or None when it holds none for it."""
