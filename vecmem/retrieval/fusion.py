@@ -96,13 +96,15 @@ SECOND_VIEW_SHARE = 0.5  # the second dense view's part of the dense side's weig
 class Fusion:
     """One query's similarity of each candidate and its relevance (module docstring). ``dense``: cosines of the
     candidates (all of them, so the best is known); ``cohort``: the query's cosines with the cohort, summed up.
-    ``second``: the second dense view's cosines of the candidates and its own cohort's (*The second view*)."""
+    ``second``: the second dense view's cosines of the candidates and its own cohort's (*The second view*).
+    ``covering``: weigh keyword matches by their coverage of the query (a question; not a dialogue, *Coverage*)."""
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
                  cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
                  languages: Mapping[str, str] | None = None, anchors: Mapping[str, Anchors] | None = None,
                  unreadable: frozenset[str] = frozenset(),
-                 second: tuple[dict[str, float], Mapping[str, CohortStats]] | None = None) -> None:
+                 second: tuple[dict[str, float], Mapping[str, CohortStats]] | None = None,
+                 covering: bool = True) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
@@ -128,14 +130,17 @@ class Fusion:
                   for prior, view in zip(priors, views, strict=True)]  # each view's part of the dense evidence
         dense_share = sum(inside)  # = Σ p·a² / Σ p·a: the dense side's informativeness
         keyword_share = _keyword_share(keyword) if keyword is not None else 0.0
-        # beside a dense side, a keyword match counts by how much of the query it covers too (module docstring):
-        # the keyword side's evidence of a memory is its share of full evidence times that coverage, and its
-        # informativeness the best evidence it gives
-        self._keyword_share, self._covering = keyword_share, bool(views) and keyword is not None
-        # each side's weight in the average of the two sides' evidence (module docstring)
-        if keyword is not None and views:
+        # beside a dense side, a question's keyword matches count by how much of it they cover too (module
+        # docstring, *Coverage*): the side's say against the dense side is scaled by the coverage of its
+        # best-covering match, and each match counts by its score and coverage relative to that one
+        self._keyword_share, covered = keyword_share, 1.0
+        if keyword is not None and views and covering:
             covered = max((score / keyword.best * keyword.coverage_of(memory_id)
                            for memory_id, score in keyword.top), default=0.0)
+            self._keyword_share = keyword_share / covered if covered > 0 else 0.0
+        self._covering = keyword is not None and bool(views) and covering
+        # each side's weight in the average of the two sides' evidence (module docstring)
+        if keyword is not None and views:
             say = keyword_share * covered
             trust = dense_weight * dense_share + (1 - dense_weight) * say
             dense_part = dense_weight * dense_share / trust if trust > 0 else 0.0

@@ -190,7 +190,8 @@ class Retriever:
         unreadable = frozenset(lang for lang, found in anchors.items() if lang != asked_in and not found.informative)
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
                           None if side.vector is None else self._cohort.stats(side.vector), dates, languages,
-                          anchors, unreadable, self._second_side(side, snapshot, candidates)) for side in sides]
+                          anchors, unreadable, self._second_side(side, snapshot, candidates),
+                          covering=part.utterances is None) for part, side in zip(parsed.asked, sides, strict=True)]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
