@@ -11,7 +11,7 @@ from tests.conftest import FakeEmbedder
 from vecmem import RankWeights
 from vecmem.errors import EmbeddingError
 from vecmem.retrieval.embedding import use
-from vecmem.retrieval.fusion import Fusion
+from vecmem.retrieval.fusion import SECOND_VIEW_SHARE, Fusion
 from vecmem.retrieval.index.held import HeldVectors, quantize
 from vecmem.retrieval.index.second_view import SecondView
 from vecmem.retrieval.index.views import KeywordResult
@@ -147,11 +147,12 @@ def test_a_flat_second_view_adds_nothing_and_takes_nothing_away():
 
 
 def test_the_second_view_weighs_as_a_side_of_its_own():
-    """Where only the second view sees a memory, it lifts it by that view's share of the dense weight."""
+    """Where only one view sees a memory, it lifts it by that view's share of the dense weight."""
     dense = {"a": 0.5, "b": 0.2, "c": 0.2}  # the first view sees only a
     second = {"a": 0.2, "b": 0.5, "c": 0.2}  # the second only b
     fusion = Fusion(dense, None, 0.5, COHORT, second=(second, COHORT))
-    assert fusion.parts("a")[0] == pytest.approx(fusion.parts("b")[0]) == pytest.approx(0.5)
+    assert fusion.parts("a")[0] == pytest.approx(1 - SECOND_VIEW_SHARE)
+    assert fusion.parts("b")[0] == pytest.approx(SECOND_VIEW_SHARE)
     assert fusion.parts("c")[0] == 0.0
     assert 0.0 <= fusion.relevance("b") <= 1.0
 
