@@ -23,14 +23,15 @@ Each side then weighs as much as it is *informative* for this query, so an empty
 * the keyword side by the best match's keyword relevance: its BM25 over the score that is full evidence for the
   query (relevance.keyword_scale), capped at 1; 0 when nothing matched.
 
-**Coverage.** Beside a dense side, a keyword match also counts by how much of the query it covers: the share of
-the query's terms, each weighed by its idf (and by its utterance's weight in a dialogue), that the memory holds
-(``KeywordResult.coverage_of``). A memory's keyword evidence is then its share of full evidence times its
-coverage, and the keyword side's informativeness the best such evidence among its matches. One unit of
-evidence is enough to count as relevant (relevance.py), but a question that shares one everyday word (用, 喜欢,
-"use") with a distractor and none with its memory must not outvote the dense side's clear match: without
-coverage the paraphrase set's hybrid R@1 stood 22 points under its dense R@1 (docs/benchmarks.md, *A second
-dense view*). Keyword mode is unchanged (no dense side to weigh against).
+**Coverage.** Beside a dense side, a question's keyword matches also count by how much of it they cover: the
+share of its terms, each weighed by its idf, that the memory holds (``KeywordResult.coverage_of``). The keyword
+side's informativeness is scaled by the coverage of its best-covering match (score relative to the best times
+coverage), and each match counts by its score and coverage relative to that match, so the best one keeps keyword
+mode's evidence. One unit of evidence is enough to count as relevant (relevance.py), but a question that shares
+one everyday word (用, 喜欢, "use") with a distractor and none with its memory must not outvote the dense side's
+clear match: without coverage the paraphrase set's hybrid R@1 stood 22 points under its dense R@1, now 7. A
+dialogue-shaped query is not weighed so (no memory covers a whole conversation: doing so cost MADial-Bench up to
+3 points), and keyword mode is unchanged. The forms tried: docs/benchmarks.md, *A second dense view*.
 
 Each side's evidence is its scaled score times its informativeness (``a·side``; the keyword side's, in hybrid,
 times coverage: below), and the similarity is the average of the two sides' evidence weighed by ``w·a_d`` and
