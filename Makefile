@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # The tokenizers library warns on every fork after it has run; the test suite forks subprocesses.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-cli bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 bench-long-query clean help
+.PHONY: install seed demo chat check lint typecheck contracts fast test torture browser postgres eval eval-one bench bench-cli bench-second-view bench-targets bench-users bench-ann bench-reindex bench-writes bench-mem0 bench-long-query clean help
 
 SHARED_DATA ?= ../shared/data
 
@@ -23,7 +23,7 @@ help:
 	@echo "make check  - ruff, mypy --strict, the import-layer contract and the fast unit lane (in-memory store, < 1 min)"
 	@echo "make seed   - load data/seed_memories.jsonl into the store (VECMEM_HOME, default ~/.vecmem)"
 	@echo "make chat   - seed if needed, then chat (python -m vecmem.chat); set OPENAI_BASE_URL/OPENAI_API_KEY for a model"
-	@echo "make eval   - recall on the native and paraphrase sets (and LoCoMo, MADial-Bench when $(SHARED_DATA) holds them); the update dev set per write path"
+	@echo "make eval   - recall on the native and paraphrase sets (and LoCoMo, MADial-Bench when $(SHARED_DATA) holds them) per model, and the default model with the second view (EVAL_SECOND_VIEW); the update dev set per write path"
 	@echo "make bench  - speed, memory and token figures on 5,000 synthetic memories (BENCH_ARGS=\"--n 100000\" for more)"
 	@echo "make bench-cli - vecmem search/add/--help from the shell on 1,000 memories, each a new process, beside python -c pass (BENCH_CLI_ARGS=\"--owner --linger 60\" adds them through vecmem serve and with VECMEM_OWNER_LINGER)"
 	@echo "make bench-targets - the speed targets of the default model and all-MiniLM-L6-v2 (BENCH_TARGETS_ARGS)"
@@ -106,8 +106,14 @@ bench: install
 # beside the bare interpreter's start measured in the same run; --owner times them through `vecmem serve` too,
 # --linger 60 with VECMEM_OWNER_LINGER=60 (the first command starts an owner the next ones go through).
 BENCH_CLI_ARGS ?= --n 1000 --runs 5
+# What the second dense view costs beside e5 alone (scripts/bench_second_view.py): ingest, warm search, disk, RSS,
+# a new process's first search
+BENCH_SECOND_VIEW_ARGS ?= --n 1000 --queries 150 --starts 3
 bench-cli: install
 	$(BIN)/python scripts/bench_cli.py $(BENCH_CLI_ARGS)
+
+bench-second-view: install
+	$(BIN)/python scripts/bench_second_view.py --data $(SHARED_DATA)/locomo/locomo10.json $(BENCH_SECOND_VIEW_ARGS)
 
 # The speed targets (scripts/bench_targets.py) of the default model and of all-MiniLM-L6-v2, one after the other
 # so their figures share the machine's load: 100,000 memories of which 1,000 are embedded for real (the rest's
@@ -172,9 +178,15 @@ EVAL := $(BIN)/python scripts/eval_hit_rate.py --mode dense keyword hybrid --bas
 # specified blend and the gated one (VECMEM_GATED_PRIORS), and similarity alone as the papers report
 BLENDS := --weights 0.6 0.2 0.2 --gated-weights 0.6 0.2 0.2
 EVAL_MODELS ?= multilingual-e5-small all-MiniLM-L6-v2
+# and the default model again with the second dense view (VECMEM_SECOND_VIEW=use: e5 and USE fused), so both
+# figures come from one run (EVAL_SECOND_VIEW= to leave it out)
+EVAL_SECOND_VIEW ?= use
 eval: install
 	@for model in $(EVAL_MODELS); do echo "=== model: $$model"; \
 	  $(MAKE) --no-print-directory eval-one VECMEM_EMBED_MODEL=$$model || exit 1; done
+	@for view in $(EVAL_SECOND_VIEW); do echo "=== model: $(firstword $(EVAL_MODELS)), second view: $$view"; \
+	  $(MAKE) --no-print-directory eval-one VECMEM_EMBED_MODEL=$(firstword $(EVAL_MODELS)) VECMEM_SECOND_VIEW=$$view \
+	  || exit 1; done
 
 eval-one:
 	$(EVAL) --format vecmem --data data/eval/native_en.json $(BLENDS)

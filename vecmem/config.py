@@ -27,6 +27,7 @@ __all__ = [
     "MIN_CONTEXT_TOKENS",
     "EMBED_QUERY_STYLES",
     "SEARCH_MODES",
+    "SECOND_VIEWS",
     "BudgetShares",
     "RankWeights",
     "Setting",
@@ -38,6 +39,9 @@ __all__ = [
 # What a store made before multilingual-e5-small became the default was built with (retrieval/embedding/embedders.py)
 DEFAULT_EMBED_MODEL = "all-MiniLM-L6-v2"
 SEARCH_MODES = ("dense", "keyword", "hybrid")
+# a second dense view beside the store's model, fused as a side of its own (retrieval/index/second_view.py): "off",
+# or "use", the multilingual Universal Sentence Encoder (retrieval/embedding/use.py)
+SECOND_VIEWS = ("off", "use")
 # how an embedding endpoint is told a query from a document (retrieval/embedding/endpoint.py says what each does)
 EMBED_QUERY_STYLES = ("auto", "input_type", "e5", "bge", "none")
 # the smallest context window every interface accepts and declares (VECMEM_CONTEXT_TOKENS, the HTTP API's
@@ -329,6 +333,11 @@ class Settings:
     relevance_floor: float = setting("VECMEM_RELEVANCE_FLOOR", 0.1, _number, _fraction)
     # hybrid similarity = w·dense + (1 - w)·keyword, each side normalised per query (retrieval/fusion.py)
     dense_weight: float = setting("VECMEM_DENSE_WEIGHT", 0.5, _number, _fraction)
+    # a second dense view fused beside the store's model (retrieval/index/second_view.py): "off" or "use"
+    second_view: str = setting("VECMEM_SECOND_VIEW", "off", _lowercase, _one_of(*SECOND_VIEWS))
+    # a question's keyword matches weighed by how much of it they cover (retrieval/fusion.py, *Coverage*): off by
+    # default, since it cost LoCoMo 2 points of R@10 under the default blend for its gain on paraphrases
+    keyword_coverage: bool = setting("VECMEM_KEYWORD_COVERAGE", False, _flag)
     # a store without a change feed (one of the caller's own): how often a copy is checked against the store's count
     index_check_seconds: float = setting("VECMEM_INDEX_CHECK_SECONDS", 5.0, _number, _non_negative)
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules

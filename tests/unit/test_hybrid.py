@@ -28,8 +28,8 @@ def test_fused_similarity_by_hand(make_bank, similarity_only):
 
 def test_fusion_arithmetic_by_hand():
     """Each side from chance (the cohort's mean cosine; no keyword match) to the query's best, weighed by how
-    informative it is (fusion.py): the dense side by its best cosine's z over the cohort, the keyword side by
-    its best match's share of full evidence."""
+    informative it is (fusion.py): the dense side by its best cosine's z over the cohort, the keyword side by its
+    best match's evidence: its share of full evidence times how much of the query it covers."""
     import numpy as np
 
     from vecmem.retrieval.fusion import Fusion
@@ -37,26 +37,49 @@ def test_fusion_arithmetic_by_hand():
     from vecmem.retrieval.relevance import CohortStats
 
     cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}  # every memory here is English
-    keyword = KeywordResult([("a", 3.0), ("b", 1.5)], 3.0, {"a": 0, "b": 1, "c": 2}, np.array([3.0, 1.5, 0.0]), 6.0)
+    # full evidence 6: a holds half of it and every query term, b a quarter of it and the terms of 3/4 of the query
+    keyword = KeywordResult([("a", 3.0), ("b", 1.5)], 3.0, {"a": 0, "b": 1, "c": 2}, np.array([3.0, 1.5, 0.0]), 6.0,
+                            {"x": 3.0, "y": 1.0}, {"a": ["x", "y", "z"], "b": ["x"], "c": ["z"]}.get)
     dense = {"a": 0.5, "b": 0.35, "c": 0.1}  # best z = (0.5 - 0.2) / 0.1 = 3: fully informative
     fusion = Fusion(dense, keyword, 0.5, cohort)
-    keyword_share = 3.0 / 6.0  # the best match holds half of full keyword evidence
 
-    def average(dense_part, keyword_part, dense_share=1.0):  # of each side's evidence, weighed by w·share
-        weights = (0.5 * dense_share, 0.5 * keyword_share)
-        return (weights[0] * dense_share * dense_part + weights[1] * keyword_share * keyword_part) / sum(weights)
+    def evidence(relative):  # share of full evidence (3 / 6 at best) times coverage of the query (a 1, b 3/4)
+        return 0.5 * relative * (1.0 if relative == 1.0 else 0.75)
+
+    def average(dense_part, keyword_relative, dense_share=1.0):  # of each side's evidence, weighed by w·share
+        weights = (0.5 * dense_share, 0.5 * evidence(1.0))
+        return (weights[0] * dense_share * dense_part + weights[1] * evidence(keyword_relative)) / sum(weights)
 
     assert fusion.parts("a") == pytest.approx((average(1.0, 1.0), 0.5, 1.0))
     assert fusion.parts("b")[0] == pytest.approx(average(0.15 / 0.3, 0.5))
     assert fusion.parts("c")[0] == 0.0  # below chance on the dense side, no keyword match
     flat = Fusion({"a": 0.3, "b": 0.28}, keyword, 0.5, cohort)  # best z = 1: the dense side adds nothing...
-    alone = Fusion(None, keyword, 0.5, None)  # ...and takes nothing away: as in keyword mode
-    assert flat.parts("a")[0] == pytest.approx(alone.parts("a")[0]) == pytest.approx(keyword_share)
-    assert flat.parts("b")[0] == pytest.approx(alone.parts("b")[0]) == pytest.approx(keyword_share * 0.5)
+    alone = Fusion(None, keyword, 0.5, None)  # ...and the keyword matches keep keyword mode's order
+    assert flat.parts("a")[0] == pytest.approx(alone.parts("a")[0]) == pytest.approx(0.5)
+    assert flat.parts("b")[0] == pytest.approx(evidence(0.5)) and alone.parts("b")[0] == pytest.approx(0.25)
     empty = KeywordResult([], 0.0, {"a": 0}, np.array([0.0]), 6.0)  # nothing matched: as in dense mode
     dense_alone = Fusion(dense, None, 0.5, cohort)
     assert Fusion(dense, empty, 0.5, cohort).parts("a")[0] == pytest.approx(dense_alone.parts("a")[0]) == 1.0
     assert Fusion(dense, empty, 0.5, cohort).parts("b")[0] == pytest.approx(0.5)
+
+
+def test_a_match_on_a_small_part_of_the_query_weighs_little_against_the_dense_side():
+    """The paraphrase set's case: the question shares one everyday word with a distractor and none with its
+    memory; the distractor's keyword match covers a sixth of the query, so the dense side's clear match stays first."""
+    import numpy as np
+
+    from vecmem.retrieval.fusion import Fusion
+    from vecmem.retrieval.index.views import KeywordResult
+    from vecmem.retrieval.relevance import CohortStats
+
+    cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}
+    keyword = KeywordResult([("distractor", 2.0)], 2.0, {"distractor": 0, "answer": 1}, np.array([2.0, 0.0]), 2.0,
+                            {"use": 1.0, "kettle": 2.5, "descale": 2.5},
+                            {"distractor": ["use", "pan"], "answer": ["boil", "water"]}.get)
+    # one unit of evidence, on a sixth of the query
+    dense = {"answer": 0.5, "distractor": 0.42}  # z 3 and 2.2
+    fusion = Fusion(dense, keyword, 0.5, cohort)
+    assert fusion.parts("answer")[0] > fusion.parts("distractor")[0]
 
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])

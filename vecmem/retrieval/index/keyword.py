@@ -27,7 +27,7 @@ from vecmem.retrieval.index.columns import TYPE_NAMES as _TYPE_NAMES
 from vecmem.retrieval.index.columns import TokenTable
 from vecmem.retrieval.index.views import FilterView, KeywordResult
 from vecmem.retrieval.query.tokenize import memory_tokens, recency_weights, tokenize, warm_up
-from vecmem.retrieval.relevance import keyword_scale
+from vecmem.retrieval.relevance import idf, keyword_scale
 
 # the tokenizer's and the views' names stay importable from here, where they lived before
 __all__ = ["FilterView", "IndexSnapshot", "IndexState", "IndexedMemory", "KeywordIndex", "KeywordResult",
@@ -161,7 +161,12 @@ class IndexSnapshot:
         terms = [(self._df.get(token, 0), weight / weight_sum) for tokens, weight in query_parts if weight > 0
                  for token in tokens] if weight_sum > 0 else []
         scale = keyword_scale(terms, self.main_size, self.k1)
-        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale)
+        documents = max(1, self.main_size)
+        mass: dict[str, float] = {}  # each query term's weight in the query: coverage (views.KeywordResult)
+        for tokens, weight in query_parts:
+            for token in tokens if weight > 0 and weight_sum > 0 else ():
+                mass[token] = mass.get(token, 0.0) + weight / weight_sum * idf(self._df.get(token, 0), documents)
+        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale, mass, self.tokens_of)
 
     def tokens_of(self, memory_id: str) -> tuple[str, ...] | None:
         """The keyword tokens this snapshot holds for a memory, or None when it holds none for it."""

@@ -41,6 +41,7 @@ from vecmem.retrieval.index.columns import HeldRecords
 from vecmem.retrieval.index.held import HOLD_AT_MOST_BYTES, HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, IndexedMemory, IndexSnapshot, KeywordIndex
 from vecmem.retrieval.index.persisted import PERSIST_AT_LEAST, Capture, ReplicaFiles
+from vecmem.retrieval.index.second_view import SecondView
 from vecmem.retrieval.query.tokenize import memory_tokens
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.chroma.rows import from_row, to_metadata
@@ -77,10 +78,11 @@ class UserCopy:
     own_mark: int = 0  # a feed row up to which every write of this bank has been applied (see _after_edit)
     unsaved: int = 0  # memories changed since the copy's file was saved (an upper bound)
     saved_at: float = field(default_factory=time.monotonic)  # when its file was last saved
+    second: HeldVectors | None = None  # the second view's vectors of every memory, when it is on (second_view.py)
 
     def cost(self) -> int:
         """Bytes this replica holds, as the budget counts them."""
-        held = 0 if self.vectors is None else self.vectors.nbytes
+        held = (0 if self.vectors is None else self.vectors.nbytes) + (0 if self.second is None else self.second.nbytes)
         return BYTES_PER_REPLICA + BYTES_PER_MEMORY * len(self.index) + held
 
 
@@ -93,14 +95,16 @@ class Snapshot:
     records: Mapping[str, MemoryRecord] | None
     unsettled: frozenset[str]  # written by another bank and not finished: read from the store
     vectors: HeldVectors | None
+    second: HeldVectors | None = None  # the second view's (second_view.py), when it is on
 
 
 class Replicas:
     """Every user's replica in this process."""
 
-    def __init__(self, store: MemoryStore, settings: Settings) -> None:
+    def __init__(self, store: MemoryStore, settings: Settings, second: SecondView | None = None) -> None:
         self.store = store
         self.settings = settings
+        self.second = second  # the second view (second_view.py): each copy holds its vectors of every memory
         self.copies: OrderedDict[str, UserCopy] = OrderedDict()  # least recently used first
         self.budget_bytes = settings.cache_mb * 1024 * 1024
         self.evicted = 0  # replicas dropped to stay inside the budget (for the bench and the tests)
@@ -114,8 +118,10 @@ class Replicas:
     # ------------------------------------------------------------------------------------------ this process's writes
 
     def on_written(
-        self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]], vectors: np.ndarray
+        self, user: str, records: Sequence[MemoryRecord], tokens: Sequence[Sequence[str]], vectors: np.ndarray,
+        second: np.ndarray | None = None,
     ) -> None:
+        """``second``: the records' vectors of the second view, when it is on."""
         with self._lock:
             copy = self.copies.get(user)
             if copy is not None:
@@ -124,6 +130,8 @@ class Replicas:
                 self._keep(copy, records)
                 if copy.vectors is not None:
                     copy.vectors.put([record.id for record in records], vectors)
+                if copy.second is not None and second is not None:
+                    copy.second.put([record.id for record in records], second)
                 self._after_edit(user, copy, len(records))
 
     def on_fields_changed(self, user: str, records: Sequence[MemoryRecord]) -> None:
@@ -143,6 +151,8 @@ class Replicas:
                     copy.records.discard(memory_ids)
                 if copy.vectors is not None:
                     copy.vectors.remove(memory_ids)
+                if copy.second is not None:
+                    copy.second.remove(memory_ids)
                 self._after_edit(user, copy, len(memory_ids))
 
     @staticmethod
@@ -206,6 +216,8 @@ class Replicas:
         copy = UserCopy(loaded.index, held, seen=changes.seen, unsettled=loaded.unsettled,
                      checked=time.monotonic(), own_mark=changes.seen, unsaved=len(reread))
         settle(copy.unsettled, changes)
+        if self.second is not None:
+            copy.second = self.second.held(user, [(i, record.content) for i, record in loaded.records.items()])
         if reread:
             self._reread(user, copy, reread)
         if not self.files.matches_store(user, copy.index, held.snapshot(), copy.unsettled):
@@ -227,7 +239,7 @@ class Replicas:
         with self._lock:
             copy = self.current(user)
             records = None if copy.records is None else copy.records.snapshot()
-            return Snapshot(copy.index.snapshot(), records, frozenset(copy.unsettled), copy.vectors)
+            return Snapshot(copy.index.snapshot(), records, frozenset(copy.unsettled), copy.vectors, copy.second)
 
     def current(self, user: str) -> UserCopy:
         """The user's copy: built from the store on first use, then kept in step. With a change feed, exactly:
@@ -305,6 +317,7 @@ class Replicas:
         self.store.refresh(user)  # collections another bank or server client created count too
         index = KeywordIndex()
         records: dict[str, MemoryRecord] | None = None if feed is None else {}
+        texts: list[tuple[str, str]] = []  # (id, content) for the second view
 
         def entries() -> Iterator[tuple[str, IndexedMemory]]:
             for record, words in self.store.scan_keywords(user):
@@ -312,6 +325,8 @@ class Replicas:
                     raise StoreError("the memory bank was closed while it read the store")
                 if records is not None:
                     records[record.id] = record
+                if self.second is not None:
+                    texts.append((record.id, record.content))
                 yield record.id, IndexedMemory.of(record, words if words is not None else memory_tokens(record))
 
         collecting = gc.isenabled()
@@ -323,7 +338,8 @@ class Replicas:
                 gc.enable()
         unsettled = {} if feed is None else feed.unsettled(user, seen)
         return UserCopy(index, None if records is None else HeldRecords(records), seen=seen, unsettled=unsettled,
-                     checked=time.monotonic(), own_mark=seen)
+                     checked=time.monotonic(), own_mark=seen,
+                     second=None if self.second is None else self.second.held(user, texts))
 
     def _reread(self, user: str, copy: UserCopy, memory_ids: set[str]) -> None:
         """Re-read memories another bank changed: changed ones replace the copy's, deleted ones leave it."""
@@ -340,6 +356,11 @@ class Replicas:
             copy.vectors.remove(gone)
             if found:
                 copy.vectors.put(list(found), np.stack([vector for _, vector, _ in found.values()]))
+        if copy.second is not None and self.second is not None:
+            copy.second.remove(gone)
+            if found:
+                texts = [(memory_id, record.content) for memory_id, (record, _, _) in found.items()]
+                copy.second.put([memory_id for memory_id, _ in texts], self.second.vectors(user, texts))
 
     # ------------------------------------------------------------------------------------------ held vectors
 

@@ -3,7 +3,7 @@ scores of one query (``KeywordResult``). Split from keyword.py, which re-exports
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -122,12 +122,27 @@ class KeywordResult:
     """Keyword scores of one query over the memories a filter lets through."""
 
     def __init__(self, top: list[tuple[str, float]], best: float, lookup: Mapping[str, int], scores: np.ndarray,
-                 scale: float = 0.0) -> None:
+                 scale: float = 0.0, terms: Mapping[str, float] | None = None,
+                 tokens_of: Callable[[str], Sequence[str] | None] | None = None) -> None:
         self.top = top  # the best-scoring visible memories, best first
         self.best = best  # the highest visible score (0 when nothing matched)
         self.scale = scale  # the score that is full keyword evidence for this query (relevance.keyword_scale)
         self._lookup = lookup  # the snapshot's id -> slot: every slot has a score
         self._scores = scores  # per slot, 0 where the filter hides the memory
+        # what each query term weighs in the query (its idf, times its utterance's weight in a dialogue), and each
+        # memory's tokens: how much of the query a memory holds (coverage_of)
+        self._terms = terms or {}
+        self._mass = sum(self._terms.values())
+        self._tokens_of = tokens_of
+
+    def coverage_of(self, memory_id: str) -> float:
+        """The share of the query's terms, each by its weight, that the memory holds (1 when unknown): a match on
+        one everyday word of a long question covers little of it, one on every word all."""
+        tokens = None if self._tokens_of is None or self._mass <= 0 else self._tokens_of(memory_id)
+        if tokens is None:
+            return 1.0
+        held = set(tokens)
+        return sum(weight for term, weight in self._terms.items() if term in held) / self._mass
 
     def score_of(self, memory_id: str) -> float:
         slot = self._lookup.get(memory_id)
