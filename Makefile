@@ -140,7 +140,8 @@ bench-reindex: install
 
 # Writes through several `vecmem serve` workers of one store (PostgreSQL state, a `chroma run` server, both started
 # on 127.0.0.1 and stopped afterwards), with the model-free hashed:384 embedder so the store's path is measured:
-# writes/s, p50/p95 latency, lost, stale and 5xx per worker count. BENCH_WRITES_ARGS="--workers 1,2 --seconds 30".
+# writes/s, p50/p95 latency, lost, stale and 5xx per worker count. BENCH_WRITES_ARGS="--workers 1,2 --seconds 30
+# --model multilingual-e5-small": each worker embeds with the default model, its own batched rate printed beside.
 BENCH_WRITES_ARGS ?= --workers 1,2,4 --seconds 20
 bench-writes: install postgres
 	$(BIN)/python scripts/bench_writes.py $(BENCH_WRITES_ARGS)
