@@ -342,7 +342,8 @@ def _peak_rss_of(pid: int) -> float:
 
 def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home: Path, k: int) -> dict[str, Any]:
     """mem0 (``pip install mem0ai``) on the same memories and queries, offline the way the issue measured it:
-    the same embedding model, an embedded Chroma, ``add(..., infer=False)`` (no LLM), user-scoped search."""
+    all-MiniLM-L6-v2 through sentence-transformers (whatever model vecmem's side uses: ``--model``, else the
+    configured one), an embedded Chroma, ``add(..., infer=False)`` (no LLM), user-scoped search."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")  # mem0 sends telemetry unless told not to
     try:
         from mem0 import Memory
@@ -365,7 +366,7 @@ def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home
         memory.add(record.content, user_id=record.user_id, infer=False, metadata={"type": record.type})
     seconds = time.perf_counter() - started
     searches = timed(lambda q: memory.search(q.text, top_k=k, filters={"user_id": q.user_id}), queries)
-    return {"memories": len(records), "adds_per_second": round(len(records) / seconds, 1),
+    return {"memories": len(records), "model": "all-MiniLM-L6-v2", "adds_per_second": round(len(records) / seconds, 1),
             "search_ms": percentiles(searches)}
 
 
@@ -701,7 +702,8 @@ def print_report(report: dict[str, Any]) -> None:
             line("mem0", mem0["skipped"])
         else:
             p = mem0["search_ms"]
-            line(f"mem0 at {mem0['memories']:,} memories: adds", f"{mem0['adds_per_second']} per second")
+            line(f"mem0 ({mem0.get('model', 'all-MiniLM-L6-v2')}) at {mem0['memories']:,} memories: adds",
+                 f"{mem0['adds_per_second']} per second")
             line("mem0: search, end to end", f"p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms")
     if "startup" in report:
         up = report["startup"]
