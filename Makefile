@@ -118,7 +118,8 @@ bench-targets: install
 
 # Many small users (an app's end-users): ingest against the model's own rate, search over random users, RSS,
 # disk and a raw Chroma collection with a user filter. The issue's size: BENCH_USERS_ARGS="--users 10000
-# --per-user 20 --queries 300" (about an hour on two cores).
+# --per-user 20 --queries 300" (hours with multilingual-e5-small on two cores; add --embed-sample 10000 to embed
+# 10,000 for real and synthesize the rest's vectors: about 50 minutes on a loaded machine).
 BENCH_USERS_ARGS ?= --users 1000 --per-user 20 --queries 200
 bench-users: install
 	$(BIN)/python scripts/bench.py $(BENCH_USERS_ARGS)
