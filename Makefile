@@ -125,7 +125,8 @@ bench-targets: install
 
 # Many small users (an app's end-users): ingest against the model's own rate, search over random users, RSS,
 # disk and a raw Chroma collection with a user filter. The issue's size: BENCH_USERS_ARGS="--users 10000
-# --per-user 20 --queries 300" (about an hour on two cores).
+# --per-user 20 --queries 300" (hours with multilingual-e5-small on two cores; add --embed-sample 10000 to embed
+# 10,000 for real and synthesize the rest's vectors: about 50 minutes on a loaded machine).
 BENCH_USERS_ARGS ?= --users 1000 --per-user 20 --queries 200
 bench-users: install
 	$(BIN)/python scripts/bench.py $(BENCH_USERS_ARGS)
@@ -147,7 +148,8 @@ bench-reindex: install
 
 # Writes through several `vecmem serve` workers of one store (PostgreSQL state, a `chroma run` server, both started
 # on 127.0.0.1 and stopped afterwards), with the model-free hashed:384 embedder so the store's path is measured:
-# writes/s, p50/p95 latency, lost, stale and 5xx per worker count. BENCH_WRITES_ARGS="--workers 1,2 --seconds 30".
+# writes/s, p50/p95 latency, lost, stale and 5xx per worker count. BENCH_WRITES_ARGS="--workers 1,2 --seconds 30
+# --model multilingual-e5-small": each worker embeds with the default model, its own batched rate printed beside.
 BENCH_WRITES_ARGS ?= --workers 1,2,4 --seconds 20
 bench-writes: install postgres
 	$(BIN)/python scripts/bench_writes.py $(BENCH_WRITES_ARGS)

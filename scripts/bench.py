@@ -5,6 +5,7 @@
     python scripts/bench.py --corpus memories.jsonl             # your own memories (the export format)
     python scripts/bench.py --n 20000 --locomo ../shared/data/locomo/locomo10.json --json
     python scripts/bench.py --users 10000 --per-user 20 --queries 300   # many small users (bench_users.py)
+    python scripts/bench.py --n 100000 --embed-sample 10000 --model-rate  # 10,000 real vectors, the rest synthesized
     python scripts/bench.py --model multilingual-e5-small --n 100000 --embed-sample 1000 --targets --skip-baseline
 
 The synthetic corpus is deterministic (``--seed``) and varied: all four types, global and session scope
@@ -12,10 +13,14 @@ The synthetic corpus is deterministic (``--seed``) and varied: all four types, g
 temporary store; the baseline opens the same Chroma collection with chromadb and runs the where-filtered
 query a naive design would use (global or this session, not superseded, the same types).
 
-Reported: ingest rate (embedding included), ``search`` latency p50/p95/p99 with the query embedding and
-without it (vectors computed beforehand), the embedding alone, ``build_context`` latency, Chroma's filtered
-query, peak RSS, bytes on disk per memory, and tokens injected per query next to the tokens of the full
-history. Figures are printed, never asserted.
+``--embed-sample M`` embeds only the first M memories for real (the ingest rate is theirs); the rest get
+synthesized vectors, a real vector plus noise (bench_targets.py), and the output says how many. It applies to
+the many-users shape (``--per-user``) too.
+
+Reported: ingest rate (embedding included; with ``--model-rate`` against the model's own batched rate),
+``search`` latency p50/p95/p99 with the query embedding and without it (vectors computed beforehand), the
+embedding alone, ``build_context`` latency, Chroma's filtered query, peak RSS, bytes on disk per memory, and
+tokens injected per query next to the tokens of the full history. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -337,7 +342,8 @@ def _peak_rss_of(pid: int) -> float:
 
 def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home: Path, k: int) -> dict[str, Any]:
     """mem0 (``pip install mem0ai``) on the same memories and queries, offline the way the issue measured it:
-    the same embedding model, an embedded Chroma, ``add(..., infer=False)`` (no LLM), user-scoped search."""
+    all-MiniLM-L6-v2 through sentence-transformers (whatever model vecmem's side uses: ``--model``, else the
+    configured one), an embedded Chroma, ``add(..., infer=False)`` (no LLM), user-scoped search."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")  # mem0 sends telemetry unless told not to
     try:
         from mem0 import Memory
@@ -360,7 +366,7 @@ def mem0_figures(records: Sequence[MemoryRecord], queries: Sequence[Query], home
         memory.add(record.content, user_id=record.user_id, infer=False, metadata={"type": record.type})
     seconds = time.perf_counter() - started
     searches = timed(lambda q: memory.search(q.text, top_k=k, filters={"user_id": q.user_id}), queries)
-    return {"memories": len(records), "adds_per_second": round(len(records) / seconds, 1),
+    return {"memories": len(records), "model": "all-MiniLM-L6-v2", "adds_per_second": round(len(records) / seconds, 1),
             "search_ms": percentiles(searches)}
 
 
@@ -397,18 +403,19 @@ MODEL_SAMPLE = 1_000  # memories embedded on their own, before and after the ing
 def _ingest(args: argparse.Namespace, records: list[MemoryRecord], settings: Settings, embedder: Any,
             bank: MemoryBank, report: dict[str, Any]) -> MemoryBank:
     """Ingest the corpus: the first --embed-sample memories (all without it) embedded for real and timed, against
-    the model's own rate with --targets; the rest, and the --targets user of FIRST_SEARCH_SIZE, with synthesized
-    vectors (bench_targets.py). Returns the bank, reopened when another one wrote meanwhile."""
+    the model's own rate with --model-rate or --targets; the rest, and the --targets user of FIRST_SEARCH_SIZE,
+    with synthesized vectors (bench_targets.py). Returns the bank, reopened when another one wrote meanwhile."""
     real = records[: args.embed_sample] if args.embed_sample else records
     sample = [r.content for r in real[:MODEL_SAMPLE]]
-    before, pool = model_rate(embedder, sample, settings.embed_batch_size) if args.targets else (0.0, None)
+    against_model = args.targets or args.model_rate
+    before, pool = model_rate(embedder, sample, settings.embed_batch_size) if against_model else (0.0, None)
     curve = IngestCurve(len(real))
     started = time.perf_counter()
     bank.add_records(real, progress=curve.update)
     seconds = time.perf_counter() - started
     report["ingest"] = {"seconds": round(seconds, 1), "per_second": round(len(real) / seconds, 1),
                         "per_second_by_tenth": curve.rates(), "peak_rss_mb": peak_rss_mb(), "embedded_for_real": len(real)}
-    if args.targets:
+    if against_model:
         after, _ = model_rate(embedder, sample, settings.embed_batch_size)
         report["ingest"].update(model_batched_per_second=round((before + after) / 2, 1),
                                 model_before_and_after=[round(before, 1), round(after, 1)],
@@ -469,7 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-baseline", action="store_true", help="do not copy the store into Chroma's naive layout")
     parser.add_argument("--model", help="the embedding model (VECMEM_EMBED_MODEL's values; default: the configured one)")
     parser.add_argument("--embed-sample", type=int, default=0, metavar="M",
-                        help="embed only the first M memories for real, synthesize the rest's vectors (bench_targets.py)")
+                        help="embed only the first M memories for real, synthesize the rest's vectors (bench_targets.py); "
+                             "the ingest rate is the real part's; with --per-user too")
+    parser.add_argument("--model-rate", action="store_true",
+                        help="also time the model's own batched rate on 1,000 of the memories before and after the "
+                             "ingest and print ingest's ratio to it (implied by --targets; --per-user always does, on 2,000)")
     parser.add_argument("--targets", action="store_true",
                         help="also the speed targets: ingest against the model, search against the query embedding, a "
                              "new process's first search of a 20,000-memory user, `vecmem search` on a small store")
@@ -691,7 +702,8 @@ def print_report(report: dict[str, Any]) -> None:
             line("mem0", mem0["skipped"])
         else:
             p = mem0["search_ms"]
-            line(f"mem0 at {mem0['memories']:,} memories: adds", f"{mem0['adds_per_second']} per second")
+            line(f"mem0 ({mem0.get('model', 'all-MiniLM-L6-v2')}) at {mem0['memories']:,} memories: adds",
+                 f"{mem0['adds_per_second']} per second")
             line("mem0: search, end to end", f"p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms")
     if "startup" in report:
         up = report["startup"]

@@ -2,13 +2,18 @@
 
     python scripts/bench_writes.py                      # make bench-writes
     python scripts/bench_writes.py --workers 1,2 --seconds 30 --threads 12 --users 32
+    python scripts/bench_writes.py --workers 1,2 --seconds 30 --model multilingual-e5-small   # each worker embeds
 
 The deployment of several workers, on 127.0.0.1: one PostgreSQL server for the state they share
 (``VECMEM_DATABASE_URL``, tests/postgres.py starts it from Debian's binaries) and one `chroma run` server for the
 memories (``VECMEM_CHROMA_URL``). For each worker count a new store (a Chroma database and a state schema of its
 own) is served by that many workers, each its own process and home, with ``VECMEM_EMBED_MODEL=hashed:384`` (no
 model: words hashed into buckets, embedding/hashed.py) so that what is measured is the write path (the locks, the
-state database, Chroma, HTTP), not a model. ``--threads`` client threads then add memories for ``--seconds``
+state database, Chroma, HTTP), not a model. ``--model`` names another (``VECMEM_EMBED_MODEL``'s values, e.g.
+``multilingual-e5-small``): each worker then embeds every write with it, and the model's own batched rate is
+measured in this process before the first row and after the last (``bench_targets.model_rate``: vecmem's batches,
+on ``MODEL_SAMPLE`` texts shaped like the writes) and printed beside writes/s, as a ratio per worker count and per
+worker. ``--threads`` client threads then add memories for ``--seconds``
 (``POST /memories``, stored as given, each thread's requests round robin over the workers, spread over
 ``--users`` users), each waiting for its answer before the next.
 
@@ -51,7 +56,8 @@ sys.path.insert(0, str(REPO))  # the test suite's throw-away PostgreSQL server
 from tests.postgres import postgres_bin, running_postgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
-MODEL = "hashed:384"
+MODEL = "hashed:384"  # the default: no model, the store's path alone
+MODEL_SAMPLE = 512  # texts the model's own batched rate is timed on, before the first row and after the last
 HEADERS = {"Content-Type": "application/json", "X-Vecmem-Request": "1"}
 
 
@@ -131,7 +137,8 @@ class Client:
 
 
 @contextlib.contextmanager
-def serving(count: int, chroma_url: str, state_url: str, folder: Path, failures: list[str]) -> Iterator[list[int]]:
+def serving(count: int, chroma_url: str, state_url: str, folder: Path, failures: list[str],
+            model: str = MODEL) -> Iterator[list[int]]:
     """``count`` workers of a new store; yields their ports once each answers, stops them afterwards."""
     run = uuid.uuid4().hex[:10]
     started: list[tuple[subprocess.Popen[bytes], Path]] = []
@@ -142,7 +149,7 @@ def serving(count: int, chroma_url: str, state_url: str, folder: Path, failures:
             environment = {key: value for key, value in os.environ.items() if not key.startswith("VECMEM_")}
             environment.update(VECMEM_HOME=str(home), VECMEM_CHROMA_URL=chroma_url,
                                VECMEM_CHROMA_DATABASE=f"writes-{run}", VECMEM_DATABASE_URL=state_url,
-                               VECMEM_DATABASE_SCHEMA=f"writes_{run}", VECMEM_EMBED_MODEL=MODEL, HF_HUB_OFFLINE="1")
+                               VECMEM_DATABASE_SCHEMA=f"writes_{run}", VECMEM_EMBED_MODEL=model, HF_HUB_OFFLINE="1")
             log = folder / f"{run}-worker-{number}.log"
             with log.open("wb") as handle:
                 process = subprocess.Popen([sys.executable, "-m", "vecmem", "serve", "--port", str(port)], stdout=handle,
@@ -174,13 +181,18 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def write_content(number: int, turn: int) -> str:
+    """What writer ``number`` stores on its ``turn``: a short line, unique."""
+    return f"writer {number} noted item {turn} {uuid.uuid4().hex[:12]}"
+
+
 def writer(number: int, ports: list[int], users: list[str], until: float, tally: Tally) -> None:
     clients = [Client(port) for port in ports]
     turn = number
     while time.monotonic() < until:
         turn += 1
         user = users[turn % len(users)]
-        content = f"writer {number} noted item {turn} {uuid.uuid4().hex[:12]}"
+        content = write_content(number, turn)
         started = time.perf_counter()
         status, body = clients[turn % len(clients)].call(
             "POST", f"/memories?user={quote(user)}", {"content": content, "resolve": False})
@@ -245,6 +257,25 @@ def cpu_seconds() -> Counter[str]:
     return totals
 
 
+class ModelRate:
+    """The model's own batched rate (memories/s), measured in this process as bench.py measures it
+    (``bench_targets.model_rate``) on ``MODEL_SAMPLE`` texts shaped like the writes; the model loads once."""
+
+    def __init__(self, model: str, home: Path) -> None:
+        from bench_targets import model_rate  # scripts/, beside this file
+
+        from vecmem import Settings, embedder_for
+
+        self._settings = Settings.from_env().with_changes(home=home, chroma_url=None, embed_model=model)
+        self._embedder = embedder_for(self._settings)
+        self._embedder.embed_query("warm up")  # the model load is start-up, not its rate
+        self._texts = [write_content(n % 8, n) for n in range(MODEL_SAMPLE)]
+        self._rate = model_rate
+
+    def __call__(self) -> float:
+        return float(self._rate(self._embedder, self._texts, self._settings.embed_batch_size)[0])
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
@@ -254,7 +285,7 @@ def measure(count: int, args: argparse.Namespace, chroma_url: str, state_url: st
             failures: list[str]) -> dict[str, Any]:
     users = [f"writer-{uuid.uuid4().hex[:6]}-{n}" for n in range(args.users)]
     tally = Tally()
-    with serving(count, chroma_url, state_url, folder, failures) as ports:
+    with serving(count, chroma_url, state_url, folder, failures, args.model) as ports:
         for port in ports:  # each worker's first request opens its store and state: not part of the figures
             warm = Client(port)
             warm.call("POST", f"/memories?user={quote(users[0])}", {"content": "warm up", "resolve": False})
@@ -290,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each count is loaded (default 20)")
     parser.add_argument("--threads", type=int, default=8, help="client threads (default 8)")
     parser.add_argument("--users", type=int, default=16, help="users the writes are spread over (default 16)")
+    parser.add_argument("--model", default=MODEL,
+                        help=f"the workers' embedding model, VECMEM_EMBED_MODEL's values (default {MODEL}: no model); "
+                             "a real model's own batched rate is measured and printed beside writes/s")
     parser.add_argument("--json", action="store_true", help="also print each row as one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -304,16 +338,24 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     failures: list[str] = []
     rows: list[dict[str, Any]] = []
+    rates: list[float] = []
     folder = Path(tempfile.mkdtemp(prefix="vecmem-bench-writes-"))
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     try:
+        rate_of_model = None if args.model.startswith("hashed:") else ModelRate(args.model, folder / "model-home")
+        if rate_of_model:
+            rates.append(rate_of_model())
         with running_postgres() as state_url, running_chroma(folder, failures) as chroma_url:
             for count in counts:
                 rows.append(measure(count, args, chroma_url, state_url, folder, failures))
                 if args.json:
                     print(json.dumps(rows[-1]), flush=True)
+        if rate_of_model:
+            rates.append(rate_of_model())
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"\n{args.threads} client threads, {args.users} users, {args.seconds:g} s per row, model {MODEL}")
+    load = f"load average {load_at_start} at start, {[round(x, 2) for x in os.getloadavg()]} at end"
+    print(f"\n{args.threads} client threads, {args.users} users, {args.seconds:g} s per row, model {args.model}; {load}")
     print(f"{'workers':>7}  {'writes/s':>8}  {'p50 ms':>7}  {'p95 ms':>7}  {'lost':>4}  {'stale':>5}  {'5xx':>4}  "
           f"{'other':>5}  CPU ms a write: workers/chroma/postgres/client  idle")
     for row in rows:
@@ -325,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         base = rows[0]["writes_per_second"] or 1
         print("relative to " + f"{rows[0]['workers']} worker(s): "
               + ", ".join(f"{row['workers']}: {row['writes_per_second'] / base:.2f}x" for row in rows))
+    if len(rates) == 2 and rows:
+        model = statistics.mean(rates)
+        print(f"the model's own batched rate in this process (before, after): {model:.1f} memories/s "
+              f"({rates[0]:.1f}, {rates[1]:.1f}); writes/s / it: "
+              + ", ".join(f"{row['workers']} worker(s) {row['writes_per_second'] / model:.2f} "
+                          f"({row['writes_per_second'] / row['workers'] / model:.2f} per worker)" for row in rows))
     for failure in failures:
         print(f"bench_writes: {failure}", file=sys.stderr)
     bad = failures or any(row["lost"] or row["stale"] or row["five_hundreds"] or row["other_failures"] for row in rows)
