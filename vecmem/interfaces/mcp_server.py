@@ -288,7 +288,7 @@ class _Unanswered:
         for item in message if isinstance(message, list) else [message]:
             if not isinstance(item, dict):
                 continue
-            if "method" in item and "id" in item:
+            if "method" in item and isinstance(item.get("id"), (str, int)):  # JSON-RPC's ids; a null one is no request
                 self._ids.add(json.dumps(item["id"]))
                 self._settled.clear()
             elif item.get("method") == "notifications/cancelled" and isinstance(item.get("params"), dict):
