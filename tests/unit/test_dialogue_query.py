@@ -34,7 +34,7 @@ def test_dialogue_query_writes_what_split_dialogue_reads():
     written = dialogue_query(turns)
     assert written == "<User>: I booked the flights to Lisbon.\n<Assistant>: Great! When?\n<Dana>: Tomorrow"
     assert split_dialogue(written) == ["I booked the flights to Lisbon.", "Great! When?", "Tomorrow"]
-    assert split_dialogue(dialogue_query([("<A>", "x y"), ("B", "z")])) == ["x y", "z"]
+    assert split_dialogue(dialogue_query([("<A>", "x y"), ("B" * 100, "z")])) == ["x y", "z"]
 
 
 def test_a_multi_line_prompt_is_read_whole():

@@ -27,7 +27,8 @@ from vecmem.models import Turn
 __all__ = ["dialogue_query", "split_dialogue"]
 
 _ROLES = "user|assistant|human|ai|system|用户|助手|系统"
-_TURN = re.compile(rf"^\s*(?:<([^<>\n]{{1,60}})>|((?i:{_ROLES})))\s*[:：]\s*(.*?)\s*$")
+_SPEAKER_CHARS = 60  # a longer name is cut where it is written, so what is written is always read back
+_TURN = re.compile(rf"^\s*(?:<([^<>\n]{{1,{_SPEAKER_CHARS}}})>|((?i:{_ROLES})))\s*[:：]\s*(.*?)\s*$")
 _QUOTES = "\"'“”「」"
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant", "system": "System"}
 
@@ -42,7 +43,7 @@ def dialogue_query(turns: Iterable[Turn | tuple[str, str]]) -> str:
             speaker, text = turn.speaker or _ROLE_NAMES[turn.role], turn.content
         else:
             speaker, text = turn
-        speaker = " ".join(str(speaker).replace("<", " ").replace(">", " ").split()) or "?"
+        speaker = " ".join(str(speaker).replace("<", " ").replace(">", " ").split())[:_SPEAKER_CHARS] or "?"
         text = " ".join(str(text).split())
         if text:
             lines.append(f"<{speaker}>: {text}")
