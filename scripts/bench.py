@@ -47,7 +47,7 @@ from vecmem import MemoryBank, MemoryRecord, Settings, VecmemError, embedder_for
 from vecmem.storage.chroma.store import ChromaStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module below, however this file is run
-from bench_targets import FIRST_SEARCH_SIZE, FIRST_SEARCH_USER, SynthesizedEmbedder, model_rate, small_store_cli
+from bench_targets import FIRST_SEARCH_SIZE, FIRST_SEARCH_USER, add_synthesized, model_rate, small_store_cli
 
 TOPICS = [
     "Python", "Rust", "TypeScript", "Go", "Kubernetes", "PostgreSQL", "Redis", "React", "Django", "pandas",
@@ -430,13 +430,7 @@ def _ingest(args: argparse.Namespace, records: list[MemoryRecord], settings: Set
     if pool is None:
         _, pool = model_rate(embedder, sample[:256], settings.embed_batch_size)
     bank.close()
-    filler = SynthesizedEmbedder(embedder, pool, args.seed)
-    with MemoryBank(settings, embedder=filler) as writer:
-        started = time.perf_counter()
-        writer.add_records(rest)
-        seconds = time.perf_counter() - started
-    report["ingest"]["synthesized"] = {"memories": filler.synthesized, "seconds": round(seconds, 1),
-                                       "per_second": round(len(rest) / seconds, 1)}
+    report["ingest"]["synthesized"] = add_synthesized(settings, embedder, pool, args.seed, rest)
     return MemoryBank(settings, embedder=embedder)
 
 

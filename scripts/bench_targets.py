@@ -30,7 +30,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FIRST_SEARCH_SIZE", "FIRST_SEARCH_USER", "SynthesizedEmbedder", "model_rate", "small_store_cli"]
+from vecmem import MemoryBank
+
+__all__ = ["FIRST_SEARCH_SIZE", "FIRST_SEARCH_USER", "SynthesizedEmbedder", "add_synthesized", "model_rate",
+           "small_store_cli"]
 
 FIRST_SEARCH_USER = "first-search"
 FIRST_SEARCH_SIZE = 20_000
@@ -85,6 +88,17 @@ class SynthesizedEmbedder:
         vectors = base + self._rng.normal(0.0, self._noise, base.shape).astype(np.float32)
         self.synthesized += len(texts)
         return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def add_synthesized(settings: Any, embedder: Any, pool: np.ndarray, seed: int, records: Sequence[Any]) -> dict[str, Any]:
+    """Store ``records`` through a bank whose embedder synthesizes their vectors from ``pool``; how many were
+    synthesized and how fast, for the report."""
+    filler = SynthesizedEmbedder(embedder, pool, seed)
+    with MemoryBank(settings, embedder=filler) as writer:
+        started = time.perf_counter()
+        writer.add_records(records)
+        seconds = time.perf_counter() - started
+    return {"memories": filler.synthesized, "seconds": round(seconds, 1), "per_second": round(len(records) / seconds, 1)}
 
 
 def _cli_env(home: Path, cache: Path, model: str | None) -> dict[str, str]:

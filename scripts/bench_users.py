@@ -37,7 +37,7 @@ from bench import (
     synthetic_corpus,
     timed,
 )
-from bench_targets import SynthesizedEmbedder, model_rate
+from bench_targets import add_synthesized, model_rate
 
 from vecmem import Embedder, MemoryBank, Settings
 from vecmem.storage.chroma.store import ChromaStore
@@ -77,13 +77,7 @@ def many_users_report(args: Any, home: Path, settings: Settings, embedder: Embed
         # dozen users rather than 256, which takes the synthesized part's time down; its rate is no figure here
         rest = sorted(records[len(real):], key=lambda r: r.user_id)
         if rest:
-            filler = SynthesizedEmbedder(embedder, pool, args.seed)
-            with MemoryBank(settings, embedder=filler) as writer:
-                started = time.perf_counter()
-                writer.add_records(rest)
-                seconds = time.perf_counter() - started
-            report["ingest"]["synthesized"] = {"memories": filler.synthesized, "seconds": round(seconds, 1),
-                                               "per_second": round(len(rest) / seconds, 1)}
+            report["ingest"]["synthesized"] = add_synthesized(settings, embedder, pool, args.seed, rest)
 
     query_texts = [q.text for q in _queries(records, args.queries, rng)]
     asked = [rng.choice(users) for _ in query_texts]
