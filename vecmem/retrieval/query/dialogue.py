@@ -8,8 +8,8 @@ conversation's recent turns, one a line, each ``<speaker>: what they said``::
     <Anna>: Lisbon, for the marathon.
 
 ``dialogue_query`` writes it from ``Turn``s (or ``(speaker, text)`` pairs). The speaker is in angle brackets so
-that no ordinary line ("Note: ...", "Task: ...", "TODO: ...") is ever read as a turn; the chat roles ``User:``,
-``Assistant:``, ``Human:``, ``AI:``, ``System:`` (用户：, 助手：) are read as speakers without brackets, since
+that no ordinary line ("Note: ...", "Task: ...", "Step 2: ...") is ever read as a turn; the chat roles ``User:``,
+``Assistant:``, ``Human:``, ``AI:``, ``System:`` (用户：, 助手：, 系统：) are read as speakers without brackets, since
 transcripts are written that way. A query is a dialogue only when every non-empty line of it is a turn and there
 are at least two: a pasted multi-line prompt, a list, code or a poem is a plain query, read whole.
 
