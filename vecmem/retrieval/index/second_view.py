@@ -4,7 +4,7 @@ side of its own (fusion.py). On with ``VECMEM_SECOND_VIEW=use``: the multilingua
 view*).
 
 Where its vectors live. Chroma keeps one vector a record, the store's model's; the second view's are kept in
-a file of their own in the home, ``second-view/<model>-<version>.sqlite3`` (0600), one row per memory: the user,
+a file of their own in the home, ``second-view/<the model's name>.sqlite3`` (0600), one row per memory: the user,
 the memory's id, a digest of the text it was embedded from, and the vector as int8 with a float32 scale
 (``held.quantize``: 516 bytes; recall measured the same as float32's). They are derived data: the row of a memory
 whose text changed (another digest), or that another home wrote (a Chroma server shared by workers of several
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,8 +29,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from vecmem.errors import StoreError
 from vecmem.retrieval.index.held import HeldVectors, quantize
-from vecmem.storage.files import private_dir, private_file
+from vecmem.storage.files import private_dir
+from vecmem.storage.state.sqlite import SQLiteFile
 
 if TYPE_CHECKING:
     from vecmem.retrieval.embedding.embedders import Embedder
@@ -40,6 +41,10 @@ __all__ = ["SecondView"]
 
 log = logging.getLogger(__name__)
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (user TEXT NOT NULL, id TEXT NOT NULL, digest BLOB NOT NULL, scale REAL NOT NULL,
+                                    vector BLOB NOT NULL, PRIMARY KEY (user, id)) WITHOUT ROWID;
+"""
 _CHUNK = 400  # ids per SELECT (SQLite's bound on host parameters is 999 in old builds)
 
 
@@ -53,7 +58,7 @@ class SecondView:
     def __init__(self, embedder: Embedder, file: Path | None) -> None:
         self.embedder = embedder
         self._path = file
-        self._connection: sqlite3.Connection | None = None
+        self._file: SQLiteFile | None = None
         self._lock = threading.Lock()
 
     def held(self, user: str, memories: Sequence[tuple[str, str]]) -> HeldVectors:
@@ -88,48 +93,44 @@ class SecondView:
 
     def close(self) -> None:
         with self._lock:
-            connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
+            file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
     # ------------------------------------------------------------------------------------------ the file
 
-    def _open(self) -> sqlite3.Connection | None:
-        """The file's connection (caller holds the lock); None without a file or when it cannot be opened."""
-        if self._connection is None and self._path is not None:
+    def _open(self) -> SQLiteFile | None:
+        """The vector file (caller holds the lock); None without a file or when it cannot be opened."""
+        if self._file is None and self._path is not None:
             try:
                 private_dir(self._path.parent)
-                private_file(self._path)
-                connection = sqlite3.connect(self._path, check_same_thread=False, timeout=30)
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("CREATE TABLE IF NOT EXISTS vectors (user TEXT NOT NULL, id TEXT NOT NULL, "
-                                   "digest BLOB NOT NULL, scale REAL NOT NULL, vector BLOB NOT NULL, "
-                                   "PRIMARY KEY (user, id)) WITHOUT ROWID")
-                self._connection = connection
-            except (OSError, sqlite3.Error) as exc:
+                self._file = SQLiteFile(self._path, _SCHEMA, label="second view's vectors", timeout=30)
+            except (OSError, StoreError) as exc:
                 log.warning("vecmem: the second view's vectors cannot be kept in %s (%s); they are embedded again "
                             "by each process", self._path, exc)
                 self._path = None
-        return self._connection
+        return self._file
 
     def _read(self, user: str, memories: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         wanted = {memory_id: _digest(text) for memory_id, text in memories}
         found: dict[str, np.ndarray] = {}
         ids = list(wanted)
         with self._lock:
-            connection = self._open()
-            if connection is None:
+            file = self._open()
+            if file is None:
                 return found
             try:
-                for start in range(0, len(ids), _CHUNK):
-                    chunk = ids[start:start + _CHUNK]
-                    rows = connection.execute(
-                        f"SELECT id, digest, scale, vector FROM vectors WHERE user = ? AND id IN "
-                        f"({','.join('?' * len(chunk))})", [user, *chunk]).fetchall()
-                    for memory_id, digest, scale, vector in rows:
-                        if digest == wanted.get(memory_id):
-                            found[memory_id] = np.frombuffer(vector, dtype=np.int8).astype(np.float32) * np.float32(scale)
-            except sqlite3.Error as exc:
+                with file.reading() as reads:
+                    for start in range(0, len(ids), _CHUNK):
+                        chunk = ids[start:start + _CHUNK]
+                        rows = reads.execute(
+                            f"SELECT id, digest, scale, vector FROM vectors WHERE user = ? AND id IN "
+                            f"({','.join('?' * len(chunk))})", [user, *chunk]).fetchall()
+                        for memory_id, digest, scale, vector in rows:
+                            if digest == wanted.get(memory_id):
+                                found[memory_id] = (np.frombuffer(vector, dtype=np.int8).astype(np.float32)
+                                                    * np.float32(scale))
+            except StoreError as exc:
                 log.warning("vecmem: could not read the second view's vectors (%s); embedding them again", exc)
         return found
 
@@ -143,11 +144,11 @@ class SecondView:
         if not rows:
             return
         with self._lock:
-            connection = self._open()
-            if connection is None:
+            file = self._open()
+            if file is None:
                 return
             try:
-                with connection:
-                    connection.executemany(statement, rows)
-            except sqlite3.Error as exc:  # derived data: a later process embeds what was not kept
+                with file.transaction(immediate=False) as statements:
+                    statements.executemany(statement, rows)
+            except StoreError as exc:  # derived data: a later process embeds what was not kept
                 log.warning("vecmem: could not keep the second view's vectors (%s)", exc)
