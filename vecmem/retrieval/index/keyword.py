@@ -158,14 +158,14 @@ class IndexSnapshot:
             positive = positive[np.argpartition(-total[positive], top_n - 1)[:top_n]]
         ordered = positive[np.argsort(-total[positive], kind="stable")]
         top = [(self._ids[slot], float(total[slot])) for slot in ordered]
-        terms = [(self._df.get(token, 0), weight / weight_sum) for tokens, weight in query_parts if weight > 0
-                 for token in tokens] if weight_sum > 0 else []
-        scale = keyword_scale(terms, self.main_size, self.k1)
+        # each query term, as often as the query has it: its document frequency and its utterance's share
+        terms = [(token, self._df.get(token, 0), weight / weight_sum) for tokens, weight in query_parts
+                 if weight > 0 for token in tokens] if weight_sum > 0 else []
+        scale = keyword_scale([(df, share) for _, df, share in terms], self.main_size, self.k1)
         documents = max(1, self.main_size)
         mass: dict[str, float] = {}  # each query term's weight in the query: coverage (views.KeywordResult)
-        for tokens, weight in query_parts:
-            for token in tokens if weight > 0 and weight_sum > 0 else ():
-                mass[token] = mass.get(token, 0.0) + weight / weight_sum * idf(self._df.get(token, 0), documents)
+        for token, df, share in terms:
+            mass[token] = mass.get(token, 0.0) + share * idf(df, documents)
         return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale, mass, self.tokens_of)
 
     def tokens_of(self, memory_id: str) -> tuple[str, ...] | None:
