@@ -340,6 +340,10 @@ class Settings:
     keyword_coverage: bool = setting("VECMEM_KEYWORD_COVERAGE", False, _flag)
     # a store without a change feed (one of the caller's own): how often a copy is checked against the store's count
     index_check_seconds: float = setting("VECMEM_INDEX_CHECK_SECONDS", 5.0, _number, _non_negative)
+    # which users' replicas a process saves in the home (retrieval/index/persisted.py): "big" ones (1,000 memories
+    # or more, again after many changes: a long-running process), or "every" one, again at close after any change
+    # (one-off `vecmem` commands, so that the next command's search reads the file instead of opening Chroma)
+    replica_files: str = setting("VECMEM_REPLICA_FILES", "big", _lowercase, _one_of("big", "every"))
     # --- the chat model (any OpenAI-compatible server); unset key and URL mean: no model, offline rules
     openai_api_key: str | None = setting("OPENAI_API_KEY", None, _text, repr=False)
     openai_base_url: str | None = setting("OPENAI_BASE_URL", None, _text, _url("http://host:port/v1"))

@@ -27,6 +27,24 @@ def test_version_imports_neither_the_model_nor_chroma_nor_the_adapters(tmp_path)
     assert result.stdout == f"vecmem {vecmem.__version__}\n"
 
 
+def _search_imports(env: dict[str, str], query: str) -> tuple[list[str], set[str]]:
+    """The contents a `vecmem search --json` finds, and the top-level packages its process imported."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "vecmem", "search", query, "--k", "2", "--json"],
+                            env=env, capture_output=True, text=True, check=True)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    return [hit["content"] for hit in json.loads(result.stdout)], imported
+
+
+def test_a_search_after_a_command_saved_the_users_replica_does_not_import_chroma(tmp_path):
+    env = cli_env(tmp_path / "home")
+    assert run_cli("add", "The user's favourite fruit is the mango", env=env).returncode == 0
+    found, imported = _search_imports(env, "favourite fruit")
+    assert found[0] == "The user's favourite fruit is the mango" and "chromadb" not in imported
+    assert run_cli("add", "The user keeps bees on the roof", env=env).returncode == 0  # saved again as it closes
+    found, imported = _search_imports(env, "bees")
+    assert found[0] == "The user keeps bees on the roof" and "chromadb" not in imported
+
+
 def test_seed_twice_then_search(tmp_path):
     env = cli_env(tmp_path / "home")
     first = run_cli("seed", env=env)

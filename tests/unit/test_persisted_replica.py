@@ -61,7 +61,9 @@ def _answers(bank: MemoryBank, user: str = "default") -> list[list[tuple[str, fl
     for query in QUERIES:
         for session in (None, "s1"):
             hits = bank.search(query, 8, user_id=user, session_id=session, record_access=False)
-            found.append([(hit.id, round(hit.score, 9)) for hit in hits])
+            # a loaded file holds the vectors and computes cosines itself (float32 unit vectors): they differ from
+            # the store's in the eighth decimal, so scores are compared to the sixth
+            found.append([(hit.id, round(hit.score, 6)) for hit in hits])
             found.append([(hit.id, hit.record.content, hit.record.scope) for hit in hits])
     return found
 

@@ -67,11 +67,13 @@ class MemoryBank:
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  token_counter: TokenCounter | None = None, clock: Callable[[], datetime] | None = None,
                  verify_model: bool = True, store: MemoryStore | None = None,
-                 learner: MessageLearner | None = None, resolver: AddResolver | None = None) -> None:
+                 learner: MessageLearner | None = None, resolver: AddResolver | None = None,
+                 recover: bool = True) -> None:
         """``store``: a store the caller opened (the in-memory one of the tests), used as is and closed by ``close``
         (default: Chroma, opening.py). ``learner``: what ``add_messages`` runs, ``resolver``: what types and resolves a direct
         ``add`` (default: ``_default_learner`` and ``_default_resolver``, which the assembled bank, vecmem/assembly.py,
-        gives the memory agent's)."""
+        gives the memory agent's). ``recover=False``: what killed writers left is left to the next bank that opens
+        the store (a bank that only reads a saved replica: vecmem/assembly.py, ``reading_saved``)."""
         self._learner = learner
         self._resolver = resolver
         self.settings = settings if settings is not None else Settings.from_env()
@@ -100,8 +102,9 @@ class MemoryBank:
             acquired.callback(self._retriever.close)  # stops its vector loaders, drops the users' copies
             self._writes = WritePath(self._store, self._retriever, self._access, self.embedder.embed_documents)
             # what a killed writer left is settled before this bank serves anything (recovery.py)
-            recovery.recover(self._store, self._access, self._locks, lambda _user, records: self._writes.write(records),
-                             model=self.embedder.name)
+            if recover:
+                recovery.recover(self._store, self._access, self._locks,
+                                 lambda _user, records: self._writes.write(records), model=self.embedder.name)
             self._release = acquired.pop_all()  # close() releases the same parts in the same order
         if store is not None:  # the caller's until the bank is built; from now on close() closes it, last
             self._release = opening.closing_last(self._release, store)

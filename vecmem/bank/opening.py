@@ -19,6 +19,7 @@ from contextlib import ExitStack
 import numpy as np
 
 from vecmem.config import Settings
+from vecmem.retrieval.index.persisted import SavedReplica, replica_path
 from vecmem.storage.base import MemoryStore
 from vecmem.storage.chroma.segments import disarm_torn_segments
 from vecmem.storage.chroma.store import ChromaStore
@@ -28,7 +29,7 @@ from vecmem.storage.state.changes import ChangeFeed
 from vecmem.storage.state.database import WriteLocks
 from vecmem.storage.state.lock import StoreLock
 
-__all__ = ["claim_store", "closing_last", "mend_with", "open_state", "open_store", "say_how_to_move"]
+__all__ = ["claim_store", "closing_last", "mend_with", "open_saved", "open_state", "open_store", "say_how_to_move"]
 
 log = logging.getLogger("vecmem")
 _moves_said: set[tuple[str, str]] = set()
@@ -63,6 +64,23 @@ def open_store(settings: Settings, model_name: str, acquired: ExitStack, *, take
     acquired.callback(opened.close)
     opened.claim(take_over=take_over)
     return opened
+
+
+def open_saved(settings: Settings, model_name: str, user: str) -> SavedReplica | None:
+    """The user's saved replica as a store that answers searches without Chroma (retrieval/index/persisted.py), or
+    None: a Chroma server, no file, or one that does not hold all the store holds of the user. Takes no lock: it
+    only reads, and what it reads is the store as of the feed's row it checked."""
+    if settings.chroma_url or not replica_path(settings.home / "replicas", user).exists():
+        return None
+    changes = ChangeFeed(state_database(settings, "changes.sqlite3", "change feed"))
+    try:
+        saved = SavedReplica.trusted(settings.home, settings.home / "chroma", model_name, changes, user)
+    except BaseException:
+        changes.close()
+        raise
+    if saved is None:
+        changes.close()
+    return saved
 
 
 def mend_with(store: MemoryStore, model_name: str, embed_documents: Callable[[Sequence[str]], np.ndarray]) -> None:

@@ -89,6 +89,11 @@ class MemoryStore(Protocol):
         """Let go of threads and connections; the store is not used afterwards."""
         ...
 
+    def residence(self, user_id: str) -> list[str]:
+        """Ids of the places (Chroma collections) that hold the user's memories, as the store's own files name
+        them; a store without files: none (a saved replica records them: retrieval/index/persisted.py)."""
+        ...
+
     # --- reads
     def get(
         self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str] | None = None

@@ -104,6 +104,10 @@ class InMemoryStore:
     def close(self) -> None:
         """Nothing to let go of; the memories stay for the other clients sharing them."""
 
+    def residence(self, user_id: str) -> list[str]:
+        """No files: none."""
+        return []
+
     # ----------------------------------------------------------------------------------------- reads
 
     def get(

@@ -127,10 +127,17 @@ _CONTEXT = {
 def _alias_pattern(alias: str) -> str:
     exact = alias.startswith("=")
     alias = alias.lstrip("=")
-    body = f"(?-i:{re.escape(alias)})" if exact else re.escape(alias)
-    if alias[0].isascii():  # a Latin value is a whole word: "java" is not in "javascript", "go" not in "good"
-        return rf"(?<![A-Za-z0-9+#.\-]){body}(?![A-Za-z0-9+#]|\.[a-z])"  # Chinese may touch it: "用Go写"
-    return body
+    return f"(?-i:{re.escape(alias)})" if exact else re.escape(alias)
+
+
+def _values_pattern(aliases: list[str]) -> str:
+    """One alternation of the aliases, longest first. A Latin value is a whole word: "java" is not in "javascript",
+    "go" not in "good"; Chinese may touch it: "用Go写". The word test is written once around the Latin ones (not
+    once per alias, which made compiling the pattern a sizeable part of a command's start): an alias's first
+    character decides its group, so at any position only one group can match, and within it the order is kept."""
+    latin = [_alias_pattern(alias) for alias in aliases if alias.lstrip("=")[0].isascii()]
+    other = [_alias_pattern(alias) for alias in aliases if not alias.lstrip("=")[0].isascii()]
+    return "|".join([rf"(?<![A-Za-z0-9+#.\-])(?:{'|'.join(latin)})(?![A-Za-z0-9+#]|\.[a-z])", *other])
 
 
 def _aliases() -> list[tuple[str, str, str]]:
@@ -146,7 +153,7 @@ def _aliases() -> list[tuple[str, str, str]]:
 
 ALIASES = _aliases()  # (alias, slot, canonical value), longest first
 _LOOKUP = {alias.lstrip("=").casefold(): (slot, value) for alias, slot, value in ALIASES}
-_VALUE = re.compile("|".join(_alias_pattern(alias) for alias, _slot, _value in ALIASES), re.IGNORECASE)
+_VALUE = re.compile(_values_pattern([alias for alias, _slot, _value in ALIASES]), re.IGNORECASE)
 _SKILL = re.compile(r"学过|学习|在学|正在学|会写|会用|懂|熟悉|了解|\blearn(?:ed|ing|t)?\b|\bstud(?:y|ied|ying)\b|"
                     r"\bfamiliar with\b|\bexperience (?:with|in)\b|\byears of\b", re.IGNORECASE)
 _NEGATION = re.compile(r"不再用|不再|不用|不想用|不喜欢|不爱|讨厌|受不了|别(?!人)再?用?|不要用|不要|弃用|放弃|抛弃|没再用|而不是|"

@@ -18,7 +18,7 @@ import argparse
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from vecmem.config import Settings
 
@@ -39,6 +39,7 @@ __all__ = [
     "positive_int",
 ]
 
+_Read = TypeVar("_Read")
 BankFactory = Callable[..., "MemoryApi"]  # (settings, verify_model=...): the store opened here
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -72,9 +73,12 @@ class Context:
     err: TextIO
     stdin: TextIO
     bank_factory: BankFactory | None = None
+    _opened: list[MemoryApi] = field(default_factory=list)
 
     def settings(self) -> Settings:
-        return Settings.from_env()
+        """The environment's settings; a one-off command saves every user's replica it changes or builds
+        (``VECMEM_REPLICA_FILES=every``), so the next command's search can read it without opening Chroma."""
+        return Settings.from_env().with_changes(replica_files="every")
 
     def bank(self, *, verify_model: bool = True) -> MemoryApi:
         """The store's owner when a process holds it and serves it, else the store opened here (through
@@ -91,8 +95,41 @@ class Context:
 
             remote = through_lingering_owner(settings, lambda line: print(line, file=self.err, flush=True))
             if remote is not None:
+                self._opened.append(remote)
                 return remote
-        return open_bank(settings, verify_model=verify_model, factory=self.bank_factory)
+        bank = open_bank(settings, verify_model=verify_model, factory=self.bank_factory)
+        if self.bank_factory is None:  # a factory's banks are its caller's
+            self._opened.append(bank)
+        return bank
+
+    def close(self) -> None:
+        """Close the banks this command opened, newest first: a bank closed saves what the next command reads
+        (its users' replicas, retrieval/index/persisted.py) and lets go of the store."""
+        while self._opened:
+            self._opened.pop().close()
+
+    def reading(self, read: Callable[[MemoryApi], _Read]) -> _Read:
+        """``read(bank)`` for a command that only reads the user's memories (search). With an embedded store
+        and no owner, first on the user's saved replica, which answers without importing Chroma
+        (vecmem/assembly.py, ``reading_saved``) unless what it is asked needs the store; then on ``bank()``."""
+        settings = self.settings()
+        if self.bank_factory is None and not settings.chroma_url:
+            from vecmem.interfaces.owner.opening import find_owner, saved_bank
+
+            remote = find_owner(settings)
+            if remote is not None:
+                return read(remote)
+            from vecmem.retrieval.index.persisted import NotInSavedReplica  # numpy: not for a client of an owner
+
+            saved = saved_bank(settings, self.user)
+            if saved is not None:
+                try:
+                    return read(saved)
+                except NotInSavedReplica:
+                    pass  # the store has what the file has not
+                finally:
+                    saved.close()
+        return read(self.bank())
 
     @property
     def user(self) -> str | None:

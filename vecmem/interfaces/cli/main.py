@@ -84,7 +84,10 @@ def main(
             parser.print_help(out)
             return EXIT_USAGE
         context = Context(args, out, err, stdin or sys.stdin, bank_factory)
-        return _BY_NAME[args.command].handler(context)
+        try:
+            return _BY_NAME[args.command].handler(context)
+        finally:
+            context.close()
     except UsageError as exc:
         print(f"vecmem: error: {exc}", file=err)
         return EXIT_USAGE

@@ -164,12 +164,12 @@ def _article(word: str) -> str:
 )
 def search(ctx: Context) -> int:
     a = ctx.args
-    bank = ctx.bank()
-    hits = bank.search(a.query, a.k, user_id=ctx.user, session_id=a.session, types=_types(a.types))
+    hits, settings = ctx.reading(lambda bank: (
+        bank.search(a.query, a.k, user_id=ctx.user, session_id=a.session, types=_types(a.types)), bank.settings))
     if a.json:
         ctx.emit_json([hit.to_dict() for hit in hits])
     else:
-        print_hits(ctx.out, hits, bank.settings)
+        print_hits(ctx.out, hits, settings)
     return EXIT_OK
 
 

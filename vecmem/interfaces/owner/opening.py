@@ -33,7 +33,8 @@ from vecmem.interfaces.owner.wire import read_owner, remove_owner
 if TYPE_CHECKING:
     from vecmem.bank.api import MemoryApi
 
-__all__ = ["OWNER_WAIT", "BankFactory", "connect", "choose_bank", "find_owner", "open_bank", "open_here"]
+__all__ = ["OWNER_WAIT", "BankFactory", "connect", "choose_bank", "find_owner", "open_bank",
+           "open_here", "saved_bank"]
 
 BankFactory = Callable[..., "MemoryApi"]  # (settings, verify_model=...) -> the store opened in this process
 OWNER_WAIT = 5.0  # seconds: a chat or `vecmem serve` takes about a second from taking the store to serving it
@@ -94,6 +95,14 @@ def open_here(settings: Settings, verify_model: bool, factory: BankFactory | Non
     from vecmem.assembly import MemoryBank  # Chroma and the model only once the store is opened here
 
     return MemoryBank(settings, verify_model=verify_model)
+
+
+def saved_bank(settings: Settings, user: str | None) -> MemoryApi | None:
+    """A bank that searches ``user``'s saved replica without importing Chroma (vecmem/assembly.py,
+    ``reading_saved``: it raises ``NotInSavedReplica`` for anything the file cannot answer), or None."""
+    from vecmem.assembly import reading_saved
+
+    return reading_saved(settings, user_id=user)
 
 
 def _alive(pid: int) -> bool:

@@ -112,6 +112,18 @@ class HeldVectors:
                     self._ids[row] = None
                     self._free.append(row)
 
+    def rows(self, memory_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """{id: its held unit vector, a copy, float32} of the held ones among ``memory_ids`` (a replica's file
+        keeps them: persisted.py)."""
+        with self._lock:
+            if self._matrix is None:
+                return {}
+            picked = [(memory_id, row) for memory_id in memory_ids if (row := self._rows.get(memory_id)) is not None]
+            matrix = self._matrix[[row for _, row in picked]].astype(np.float32)
+            if self._scales is not None:
+                matrix *= self._scales[[row for _, row in picked]][:, None]
+        return {memory_id: vector for (memory_id, _), vector in zip(picked, matrix, strict=True)}
+
     def cosines(self, memory_ids: Sequence[str], query: np.ndarray) -> dict[str, float]:
         """{id: cosine with the query} of the held ones among ``memory_ids``.
 
@@ -149,10 +161,10 @@ class HeldVectors:
                 if memory_id is not None and memory_id not in found and keep(memory_id):
                     found[memory_id] = float(products[row])
                     if len(found) == wanted:
-                        return found
+                        return _ties_by_id(found, products, ids, keep)
             if first == len(products):
                 break
-        return found
+        return _ties_by_id(found, products, ids, keep)
 
     def _products(self, rows: np.ndarray, query: np.ndarray, which: list[int] | slice) -> np.ndarray:
         """Cosines of these rows with a unit query (caller holds the lock)."""
@@ -161,6 +173,22 @@ class HeldVectors:
             return products
         scaled: np.ndarray = (rows.astype(np.float32) @ query) * self._scales[which]
         return scaled
+
+
+def _ties_by_id(found: dict[str, float], products: np.ndarray, ids: list[str | None],
+                keep: Callable[[str], bool]) -> dict[str, float]:
+    """``found`` best first with ties broken by id, as a store's nearest breaks them (storage/base.py): of the
+    memories tied at the last place, those with the smallest ids (rows are in no order of id)."""
+    if not found:
+        return found
+    floor = min(found.values())
+    tied_rows = np.flatnonzero(products == np.float32(floor))
+    if len(tied_rows) > 1:
+        above = {memory_id: cosine for memory_id, cosine in found.items() if cosine != floor}
+        tied = sorted(memory_id for row in tied_rows.tolist()
+                      if (memory_id := ids[row]) is not None and (memory_id in found or keep(memory_id)))
+        found = above | dict.fromkeys(tied[: len(found) - len(above)], floor)
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
 
 
 def quantize(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

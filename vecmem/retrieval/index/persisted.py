@@ -16,7 +16,16 @@ a warning for damage, silently for a mismatch. Without a change feed (a Chroma s
 without telling this one) nothing could say whether a file is current, so nothing is saved or loaded.
 
 The format (index/replica_file.py): one ``.npz`` of plain arrays and a JSON header, read with ``allow_pickle=False``,
-so loading a file runs no code from it.
+so loading a file runs no code from it. A file also keeps the memories' vectors when they are at hand (held by
+the process, or read from the store as the file is written), and the ids of the Chroma collections the user's
+memories were in (``residence``).
+
+A search without the store (``SavedReplica``). A one-off command would spend most of its second importing and
+opening Chroma; when the user's file holds every vector, its identity matches, the feed has no row for the user
+after the file's and no write of the user is open, and the collections it names still exist in the store's own
+``chroma.sqlite3`` (a store deleted or made anew under the same folder has others), the file is what the store
+holds, and a search is answered from it alone. Anything the file cannot answer raises ``NotInSavedReplica``;
+the command then opens the store and asks again (interfaces/cli/command.py).
 
 Saving writes a temporary file in the same folder and renames it over the old one (``os.replace``), so a
 reader sees the old file or the new one, never half of one. Without an fsync a power cut can leave a file
@@ -33,24 +42,28 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vecmem.models import MemoryRecord
+from vecmem.errors import StoreError
+from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.index.keyword import KeywordIndex
 from vecmem.retrieval.index.replica_file import Capture, Loaded, Mismatch, decode, encode
-from vecmem.storage.base import MemoryStore
+from vecmem.storage.base import IndexedRow, MemoryStore, RawRow, UserWrite
+from vecmem.storage.chroma.formats import collections_present
 from vecmem.storage.files import private_dir
 from vecmem.storage.state.changes import ChangeFeed, Changes
 
-__all__ = ["PERSIST_AT_LEAST", "Capture", "Loaded", "ReplicaFiles"]
+__all__ = ["PERSIST_AT_LEAST", "Capture", "Loaded", "NotInSavedReplica", "ReplicaFiles", "SavedReplica",
+           "replica_path"]
 
 log = logging.getLogger(__name__)
 
 PERSIST_AT_LEAST = 1_000  # memories; below this a build is quick and a file would cost more than it saves
+VECTORS_SAVED_AT_MOST = 100_000  # memories: a file keeps no more vectors than a search scans exactly (retriever.py)
 SPOT_CHECKS = 8  # memories of a loaded replica compared with the store's, as a check it is this store's
 
 
@@ -70,8 +83,7 @@ class ReplicaFiles:
         return self.store.changes is not None
 
     def path(self, user: str) -> Path:
-        """The user's file: named by a hash (user ids may hold any printable character), the id inside."""
-        return self.folder / f"{hashlib.sha256(user.encode('utf-8')).hexdigest()[:32]}.npz"
+        return replica_path(self.folder, user)
 
     def _identity(self) -> dict[str, Any]:
         feed = self.store.changes
@@ -102,25 +114,44 @@ class ReplicaFiles:
 
     # ------------------------------------------------------------------------------------------ saving
 
-    def save(self, user: str, capture: Capture, *, background: bool = False) -> None:
-        """Write the capture as the user's file, here or in a thread (one per user at a time; a close waits)."""
+    def save(self, user: str, capture: Capture, vectors: VectorSource | None = None, *,
+             background: bool = False) -> None:
+        """Write the capture as the user's file, here or in a thread (one per user at a time; a close waits).
+        ``vectors``: called as the file is written, the memories' vectors by id (None: the store's are read).
+
+        Vectors are taken after the capture, never before: one newer than the capture's feed row belongs to a
+        write after that row, which the next load re-reads, vector included."""
         with self._lock:
             epoch = self._epoch
             if background:
                 running = self._savers.get(user)
                 if running is None or not running.is_alive():  # else: the next change or the close saves
-                    saver = threading.Thread(target=self._write, args=(user, capture, epoch),
+                    saver = threading.Thread(target=self._write, args=(user, capture, epoch, vectors),
                                              name="vecmem-save-replica")  # not a daemon: exiting waits for it
                     self._savers[user] = saver
                     saver.start()
                 return
-        self._write(user, capture, epoch)
+        self._write(user, capture, epoch, vectors)
 
-    def _write(self, user: str, capture: Capture, epoch: int) -> None:
+    def _vectors(self, user: str, source: VectorSource | None) -> dict[str, np.ndarray] | None:
+        """The user's vectors for the file, or None when they cannot be had (the file is useful without them)."""
+        try:
+            if source is not None and (held := source()) is not None:
+                return dict(held)
+            return {memory_id: vector for ids, matrix in self.store.scan_vectors(user)
+                    for memory_id, vector in zip(ids, matrix, strict=True)}
+        except StoreError as exc:
+            log.debug("the replica of user %r is saved without its vectors: %s", user, exc)
+            return None
+
+    def _write(self, user: str, capture: Capture, epoch: int, vectors: VectorSource | None = None) -> None:
         started = time.perf_counter()
         temporary: str | None = None
         try:
-            arrays = encode(capture, {**self._identity(), "user": user})
+            residence = self.store.residence(user)  # before the vectors: a collection made after them is not named
+            arrays = encode(capture, {**self._identity(), "user": user, "residence": residence},
+                            self._vectors(user, vectors) if 0 < len(capture.records) <= VECTORS_SAVED_AT_MOST
+                            else None)
             private_dir(self.folder)
             self._sweep()
             descriptor, temporary = tempfile.mkstemp(dir=self.folder, prefix=".saving-", suffix=".tmp")  # 0600
@@ -191,6 +222,8 @@ class ReplicaFiles:
 
     def load(self, user: str) -> Loaded | None:
         """The user's saved replica as it was saved, or None: no file, or one deleted as unusable."""
+        if isinstance(self.store, SavedReplica) and self.store.user == user:
+            return self.store.loaded  # read and trusted already
         path = self.path(user)
         if not self.enabled or not path.exists():
             return None
@@ -213,3 +246,138 @@ class ReplicaFiles:
                 gc.enable()
         self.discard(user)
         return None
+
+
+VectorSource = Callable[[], Mapping[str, np.ndarray] | None]
+
+
+def replica_path(folder: Path, user: str) -> Path:
+    """The user's file: named by a hash (user ids may hold any printable character), the id inside."""
+    return folder / f"{hashlib.sha256(user.encode('utf-8')).hexdigest()[:32]}.npz"
+
+
+class NotInSavedReplica(StoreError):
+    """What a search asked of ``SavedReplica`` is not in the file: the store must be opened for it."""
+
+
+class SavedReplica:
+    """An embedded store as one user's saved replica tells it, for a search that need not open Chroma (module
+    docstring). Its count and records are the file's; everything else raises ``NotInSavedReplica``."""
+
+    def __init__(self, model_name: str, location: str, changes: ChangeFeed, user: str, loaded: Loaded) -> None:
+        self.model_name = model_name
+        self.location = location
+        self.changes: ChangeFeed | None = changes
+        self.user = user
+        self.loaded = loaded
+
+    @classmethod
+    def trusted(cls, home: Path, chroma_folder: Path, model_name: str, changes: ChangeFeed,
+                user: str) -> SavedReplica | None:
+        """The user's saved replica as a store, when it holds all the store holds of the user; else None."""
+        path = replica_path(home / "replicas", user)
+        if not path.exists():
+            return None
+        location = str(chroma_folder)
+        identity = {"model": model_name, "location": location, "feed": changes.identity(), "user": user}
+        try:
+            with np.load(path, allow_pickle=False) as parts:
+                loaded = decode(parts, identity)
+        except Exception as exc:  # noqa: BLE001  # mismatched, damaged: the store is opened, and it deals with the file
+            log.debug("the saved replica of user %r does not answer alone: %s", user, exc)
+            return None
+        after = changes.since(user, loaded.seen)
+        residence = loaded.header.get("residence")
+        if (loaded.vectors is None or not loaded.vectors.complete or loaded.unsettled or after.rebuild
+                or after.seen != loaded.seen or after.begun or changes.head() < loaded.seen
+                or not isinstance(residence, list) or not residence
+                or not collections_present(chroma_folder / "chroma.sqlite3", [str(i) for i in residence])):
+            return None
+        return cls(model_name, location, changes, user, loaded)
+
+    def _refuse(self, what: str) -> NotInSavedReplica:
+        return NotInSavedReplica(f"{what} needs the store, not only user {self.user!r}'s saved replica")
+
+    def _records_of(self, user_id: str) -> Mapping[str, MemoryRecord]:
+        if user_id != self.user:
+            raise self._refuse("another user")
+        return self.loaded.records
+
+    def stored_model(self) -> tuple[str, int] | None:
+        vectors = self.loaded.vectors
+        return None if vectors is None else (self.model_name, int(vectors.matrix.shape[1]))
+
+    def check_model(self) -> None:
+        """Nothing to check: the file matched this model (``trusted``)."""
+
+    def users(self) -> list[str]:
+        raise self._refuse("listing users")
+
+    def count(self, user_id: str) -> int:
+        return len(self._records_of(user_id))
+
+    def refresh(self, user_id: str) -> None:
+        """Nothing cached about the layout."""
+
+    def close(self) -> None:
+        """The change feed is the caller's to close."""
+
+    def residence(self, user_id: str) -> list[str]:
+        return [str(i) for i in self.loaded.header.get("residence", [])] if user_id == self.user else []
+
+    def get(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str] | None = None
+            ) -> dict[str, MemoryRecord]:
+        records = self._records_of(user_id)
+        return {memory_id: records[memory_id] for memory_id in ids if memory_id in records}
+
+    def get_indexed(self, user_id: str, ids: Sequence[str]) -> dict[str, IndexedRow]:
+        raise self._refuse("reading memories with their vectors")
+
+    def vectors(self, user_id: str, ids: Sequence[str], *, type_of: Mapping[str, str]) -> dict[str, np.ndarray]:
+        raise self._refuse("reading vectors")
+
+    def scan(self, user_id: str, memory_filter: MemoryFilter) -> Iterator[MemoryRecord]:
+        raise self._refuse("scanning memories")
+
+    def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
+        raise self._refuse("scanning memories")
+
+    def scan_vectors(self, user_id: str, page: int = 5_000) -> Iterator[tuple[list[str], np.ndarray]]:
+        raise self._refuse("scanning vectors")
+
+    def raw_rows(self, user_id: str) -> Iterator[RawRow]:
+        raise self._refuse("reading raw rows")
+
+    def collection_models(self, user_id: str) -> dict[str, tuple[str, int]]:
+        raise self._refuse("reading collection models")
+
+    def replaced_by(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
+        raise self._refuse("reading replacements")
+
+    def nearest(self, user_id: str, embedding: np.ndarray, n_results: int, *, types: Iterable[str] | None = None,
+                among: Mapping[str, Sequence[str]] | None = None, sizes: Mapping[str, int] | None = None,
+                ) -> tuple[list[str], list[float]]:
+        raise self._refuse("an approximate nearest-neighbour search")
+
+    def upsert(self, user_id: str, records: Sequence[MemoryRecord], embeddings: np.ndarray,
+               keywords: Sequence[Sequence[str]], *, new: bool = False) -> None:
+        raise self._refuse("writing")
+
+    def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
+        raise self._refuse("writing")
+
+    def stored_ids(self, ids_by_user: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        raise self._refuse("checking stored ids")
+
+    def update_metadata(self, user_id: str, records: Sequence[MemoryRecord]) -> None:
+        raise self._refuse("writing")
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> None:
+        raise self._refuse("deleting")
+
+    def rebuild(self, user_id: str, embed_documents: Callable[[Sequence[str]], np.ndarray], dimension: int, *,
+                batch_size: int = 256, progress: Callable[[int], None] | None = None) -> int:
+        raise self._refuse("re-embedding")
+
+    def finish_rebuild(self, dimension: int) -> None:
+        raise self._refuse("re-embedding")

@@ -61,6 +61,7 @@ BYTES_PER_REPLICA = 16_384
 # memories, a rebuild past REREAD_AT_MOST; a save of 100,000 takes seconds of a thread, so at most every minute.
 SAVE_AFTER_CHANGES, SAVE_INTERVAL_S = 1_000, 60.0  # changes since the file past which a running process saves
 SAVE_AT_CLOSE = 200  # changes since the file, past which closing saves again
+EVERY_CHANGE_SAVED_AT_MOST = 20_000  # memories: up to this a save at close is quick (VECMEM_REPLICA_FILES=every)
 
 
 @dataclass
@@ -169,7 +170,15 @@ class Replicas:
     # ------------------------------------------------------------------------------------------ saved replicas
 
     def _persisted(self, copy: UserCopy) -> bool:
-        return self.files.enabled and copy.records is not None and len(copy.index) >= PERSIST_AT_LEAST
+        smallest = 1 if self.settings.replica_files == "every" else PERSIST_AT_LEAST
+        return self.files.enabled and copy.records is not None and len(copy.index) >= smallest
+
+    def _save_at_close(self, copy: UserCopy) -> int:
+        """Changes since the file past which closing (or loading) saves again: any, for a one-off command's
+        users up to EVERY_CHANGE_SAVED_AT_MOST memories, so the next command's search can read the file alone."""
+        if self.settings.replica_files == "every" and len(copy.index) <= EVERY_CHANGE_SAVED_AT_MOST:
+            return 1
+        return SAVE_AT_CLOSE
 
     def _after_edit(self, user: str, copy: UserCopy, changed: int) -> None:
         """After this bank applied its own write (caller holds the lock). The bank's writes are serialised and
@@ -193,10 +202,16 @@ class Replicas:
             copy.own_mark = mark  # only other banks wrote since: this bank has nothing unapplied
         if copy.own_mark < copy.seen:
             return
+        if copy.own_mark > copy.seen and (feed := self.store.changes) is not None:
+            ahead = feed.since(user, copy.seen)  # leaves this bank's own finished writes out
+            if not (ahead.rebuild or ahead.changed or ahead.begun or ahead.ended):
+                copy.seen = ahead.seen  # every row since is this bank's own, applied: the file claims them
         capture = Capture(copy.index.snapshot(merge=False).state(), copy.records.snapshot(), copy.seen,
                           dict(copy.unsettled))
         copy.unsaved, copy.saved_at = 0, time.monotonic()
-        self.files.save(user, capture, background=background)
+        held = copy.vectors if copy.vectors is not None and copy.vectors.complete else None
+        self.files.save(user, capture, None if held is None else lambda: held.rows(capture.records),
+                        background=background)
 
     def _loaded(self, user: str) -> UserCopy | None:
         """The user's copy from its saved file, brought up to date with the feed; None when there is no usable
@@ -216,6 +231,11 @@ class Replicas:
         copy = UserCopy(loaded.index, held, seen=changes.seen, unsettled=loaded.unsettled,
                      checked=time.monotonic(), own_mark=changes.seen, unsaved=len(reread))
         settle(copy.unsettled, changes)
+        if loaded.vectors is not None and loaded.vectors.complete:  # kept in step from here as the copy is
+            copy.vectors = HeldVectors()
+            copy.vectors.put(loaded.vectors.ids, loaded.vectors.matrix)
+            copy.vectors.complete = True
+            copy.loaded.set()
         if self.second is not None:
             copy.second = self.second.held(user, [(i, record.content) for i, record in loaded.records.items()])
         if reread:
@@ -228,7 +248,7 @@ class Replicas:
             self._start_loading(user, copy)
         if not self._persisted(copy):
             self.files.discard(user)  # the user is small now: a build is cheap, the file only costs disk
-        elif copy.unsaved >= SAVE_AT_CLOSE:  # so the next process need not re-read the same memories again
+        elif copy.unsaved >= self._save_at_close(copy):  # so the next process need not re-read them again
             self._save(user, copy, background=True)
         return copy
 
@@ -376,6 +396,9 @@ class Replicas:
         return copy.vectors is not None and copy.vectors.complete
 
     def _start_loading(self, user: str, copy: UserCopy) -> None:
+        if copy.vectors is not None and copy.vectors.complete:  # its file had them
+            copy.loaded.set()
+            return
         stored = self.store.stored_model()
         dimension = stored[1] if stored else None
         if self.store.changes is None or not dimension or len(copy.index) * dimension * 4 > HOLD_AT_MOST_BYTES:
@@ -415,7 +438,7 @@ class Replicas:
         self.files.wait()  # a save in progress first: its user's newer one below must land after it
         with self._lock:
             for user, copy in self.copies.items():
-                if copy.unsaved >= SAVE_AT_CLOSE:
+                if copy.unsaved >= self._save_at_close(copy):
                     self._save(user, copy, background=False)
             self.copies.clear()
         self.files.close()

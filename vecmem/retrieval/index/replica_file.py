@@ -5,7 +5,9 @@ the header a UTF-8 JSON array inside it. No pickle anywhere: reading a file runs
 one UTF-8 array and character offsets (columns.py); tokens are numbers into one word list whose first words
 are the BM25 model's vocabulary, in its order; the model is bm25s's own sparse arrays; records are kept in
 Chroma's row form (document, type, scope, superseded_by and the ``fields`` JSON, storage/chroma/rows.py) and made into
-records only when a search returns them. Dead slots are kept, so the loaded index scores exactly as the saved
+records only when a search returns them; the memories' vectors, float32 as the store keeps them, by slot, when they
+were at hand (``vectors_complete`` in the header when every saved record has one: a search can then be answered
+from the file alone, persisted.py). Dead slots are kept, so the loaded index scores exactly as the saved
 one did. Every offset, number and length is checked on reading (``decode``), so a damaged or foreign file is
 refused whole instead of failing in a search later.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,9 +35,9 @@ from vecmem.retrieval.index.columns import (
 from vecmem.retrieval.index.keyword import K1, B, IndexState, KeywordIndex
 from vecmem.storage.chroma.rows import to_metadata
 
-__all__ = ["FORMAT", "Capture", "Loaded", "Mismatch", "bm25_vocabulary", "decode", "encode"]
+__all__ = ["FORMAT", "Capture", "Loaded", "Mismatch", "SavedVectors", "bm25_vocabulary", "decode", "encode"]
 
-FORMAT = 1  # raised whenever what a file holds, or how it is read, changes: older files are then rebuilt
+FORMAT = 2  # raised whenever what a file holds, or how it is read, changes: older files are then rebuilt
 _SLOT_DTYPES = {"_alive": np.bool_, "_superseded": np.bool_, "_type": np.int8, "_scope": np.int32,
                 "_importance": np.float32, "_created": np.float64, "_last": np.float64}
 _TYPE_CODES = {name: code for code, name in enumerate(TYPE_NAMES)}
@@ -61,11 +63,27 @@ class Loaded:
     records: RecordTable
     seen: int
     unsettled: dict[str, int]
+    vectors: SavedVectors | None = None
+    header: Mapping[str, Any] = field(default_factory=dict)
 
 
-def encode(capture: Capture, header: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The capture as the file's named arrays, ``header`` (identity, user) completed inside them."""
+@dataclass(frozen=True)
+class SavedVectors:
+    """Memories' vectors as a file holds them: ``ids[i]`` is row i of ``matrix``; ``complete`` when every record
+    the file holds has its vector."""
+
+    ids: list[str]
+    matrix: np.ndarray
+    complete: bool
+
+
+def encode(capture: Capture, header: dict[str, Any],
+           vectors: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The capture as the file's named arrays, ``header`` (identity, user) completed inside them; ``vectors``: the
+    memories' vectors by id, those of the captured records kept."""
     arrays, sizes = _arrays(capture)
+    if vectors is not None:
+        sizes["vectors_complete"] = _vector_arrays(arrays, capture.index.ids, vectors)
     state = capture.index
     header = {**header, "format": FORMAT, "seen": capture.seen, "unsettled": capture.unsettled,
               "main_size": state.main_size, "avgdl": state.avgdl, "k1": state.k1, "b": state.b,
@@ -96,6 +114,16 @@ def _arrays(capture: Capture) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     records, record_scopes = _record_arrays(capture.records, state)
     arrays.update(records)
     return arrays, {"vocab_size": len(vocab), "record_scopes": record_scopes}
+
+
+def _vector_arrays(arrays: dict[str, np.ndarray], ids: list[str], vectors: Mapping[str, np.ndarray]) -> bool:
+    """Add the saved records' vectors (by slot) to ``arrays``; whether every saved record has one."""
+    slots = [slot for slot in arrays["record_slots"].tolist() if ids[slot] in vectors]
+    if not slots:
+        return False
+    arrays["vector_slots"] = np.array(slots, dtype=np.int32)
+    arrays["vectors"] = np.stack([np.asarray(vectors[ids[slot]], dtype=np.float32) for slot in slots])
+    return len(slots) == arrays["record_slots"].size
 
 
 def bm25_vocabulary(model: Any) -> list[str]:
@@ -210,8 +238,21 @@ def decode(parts: Any, expected: dict[str, Any]) -> Loaded:
     seen = int(header["seen"])
     if seen < 0:
         raise ValueError("the feed position is negative")
-    return Loaded(KeywordIndex.restored(state), _records(parts, ids, arrays["_alive"],
-                                                         [str(s) for s in header["record_scopes"]]), seen, unsettled)
+    records = _records(parts, ids, arrays["_alive"], [str(s) for s in header["record_scopes"]])
+    return Loaded(KeywordIndex.restored(state), records, seen, unsettled,
+                  _vectors(parts, ids, parts["record_slots"], bool(header.get("vectors_complete"))), header)
+
+
+def _vectors(parts: Any, ids: list[str], record_slots: np.ndarray, complete: bool) -> SavedVectors | None:
+    """The saved vectors, when the file has them: each of a saved record, finite, all of one dimension."""
+    if "vectors" not in parts.files:
+        return None
+    slots, matrix = parts["vector_slots"], parts["vectors"]
+    if (slots.dtype != np.int32 or matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != slots.size
+            or not np.isin(slots, record_slots).all() or np.unique(slots).size != slots.size
+            or not np.isfinite(matrix).all()):
+        raise ValueError("the vectors do not fit the records")
+    return SavedVectors([ids[slot] for slot in slots.tolist()], matrix, complete and slots.size == record_slots.size)
 
 
 def _model(parts: Any, vocab: list[str], main_size: int) -> tuple[Any, WordCounts]:

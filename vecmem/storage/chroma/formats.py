@@ -28,6 +28,7 @@ __all__ = [
     "SQLITE_MIGRATIONS",
     "TESTED_CHROMADB",
     "chromadb_known",
+    "collections_present",
     "hnsw_header_known",
     "sqlite_schema_known",
 ]
@@ -79,6 +80,21 @@ def sqlite_schema_known(path: Path) -> bool:
     _say_once(f"sqlite {sorted(found.items())}", "vecmem: %s has the schema versions %s, not the %s vecmem reads; "
               "its rows are read through Chroma alone", path, found, SQLITE_MIGRATIONS)
     return False
+
+
+def collections_present(path: Path, ids: list[str]) -> bool:
+    """Whether chroma.sqlite3 at ``path`` holds collections of every one of these ids (a saved replica names the
+    collections its user's memories were in: retrieval/index/persisted.py). Read-only, one query, no chromadb:
+    any error, a schema without the ``collections`` table included, is False."""
+    if not ids or not path.is_file():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+            found = {row[0] for row in db.execute(
+                f"SELECT id FROM collections WHERE id IN ({', '.join('?' * len(ids))})", ids).fetchall()}
+    except sqlite3.Error:
+        return False
+    return found == set(ids)
 
 
 def _release(version: str) -> tuple[int, ...]:

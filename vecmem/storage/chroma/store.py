@@ -196,6 +196,11 @@ class ChromaStore:
         if self._write_threads is not None:
             self._write_threads.close()
 
+    def residence(self, user_id: str) -> list[str]:
+        """Ids of the collections the user's memories are in (their own, and a shared one), as chroma.sqlite3
+        names them."""
+        return sorted(str(collection.id) for collection in self._layout.collections_of([user_id]))
+
     # ----------------------------------------------------------------------------------------- layout
 
     def stored_model(self) -> tuple[str, int] | None:
