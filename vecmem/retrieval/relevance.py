@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from vecmem.retrieval.embedding.calibration import PARAPHRASES, Calibration, calibrate
-from vecmem.retrieval.embedding.fingerprint import fingerprint
+from vecmem.retrieval.embedding.fingerprint import remembered
 from vecmem.storage.files import private_dir
 
 if TYPE_CHECKING:
@@ -178,7 +178,8 @@ class Cohort:
         return vectors
 
     def _cache_name(self) -> str:
-        digest = hashlib.sha256(f"{fingerprint(self._embedder)}\n{_TEXTS}".encode("ascii")).hexdigest()[:16]
+        model = remembered(self._embedder, self._caches)
+        digest = hashlib.sha256(f"{model}\n{_TEXTS}".encode("ascii")).hexdigest()[:16]
         return f"calibration-{digest}.npz"
 
     def _read_cache(self) -> dict[str, np.ndarray] | None:

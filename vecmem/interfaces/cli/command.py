@@ -76,9 +76,13 @@ class Context:
     _opened: list[MemoryApi] = field(default_factory=list)
 
     def settings(self) -> Settings:
-        """The environment's settings; a one-off command saves every user's replica it changes or builds
-        (``VECMEM_REPLICA_FILES=every``), so the next command's search can read it without opening Chroma."""
-        return Settings.from_env().with_changes(replica_files="every")
+        return Settings.from_env()
+
+    def _one_off_settings(self) -> Settings:
+        """A one-off command's: it saves every user's replica it changes or builds (``VECMEM_REPLICA_FILES=every``),
+        so the next command's search can read it without opening Chroma. Long-running ones (serve, mcp) keep the
+        environment's: many users' files, saved after every change, would cost them more than they save."""
+        return self.settings().with_changes(replica_files="every")
 
     def bank(self, *, verify_model: bool = True) -> MemoryApi:
         """The store's owner when a process holds it and serves it, else the store opened here (through
@@ -89,7 +93,7 @@ class Context:
             open_bank,  # Chroma and the model only once a command needs the store
         )
 
-        settings = self.settings()
+        settings = self._one_off_settings()
         if settings.owner_linger > 0 and not settings.chroma_url and verify_model and self.bank_factory is None:
             from vecmem.interfaces.owner.lingering import through_lingering_owner
 
@@ -112,7 +116,7 @@ class Context:
         """``read(bank)`` for a command that only reads the user's memories (search). With an embedded store
         and no owner, first on the user's saved replica, which answers without importing Chroma
         (vecmem/assembly.py, ``reading_saved``) unless what it is asked needs the store; then on ``bank()``."""
-        settings = self.settings()
+        settings = self._one_off_settings()
         if self.bank_factory is None and not settings.chroma_url:
             from vecmem.interfaces.owner.opening import find_owner, saved_bank
 

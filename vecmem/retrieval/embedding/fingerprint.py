@@ -8,21 +8,34 @@ memories and as queries (a model may embed the two sides apart, as e5 does), rou
 (so that the last bits of float arithmetic, which vary with threads and hardware, do not change it) and hashed.
 New weights move the vectors far more than that; an embedder that gives the same vectors shares the key
 whatever its name. Embedding the probes costs two small calls, once per embedder object and process.
+
+Those calls are a tenth of a one-off command's start (`vecmem search`), so an embedder whose weights are files it
+can name (``WeightsOnDisk``: the bundled multilingual-e5-small) has its fingerprint remembered beside the
+calibration, under the files' paths, sizes and modification times (``remembered``): new weights, a reinstalled
+package, are new files, and their fingerprint is computed again. Any other embedder computes it every process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import re
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+from vecmem.storage.files import private_dir
 
 if TYPE_CHECKING:
     from vecmem.retrieval.embedding.embedders import Embedder
 
-__all__ = ["DECIMALS", "PROBES", "fingerprint"]
+__all__ = ["DECIMALS", "PROBES", "WeightsOnDisk", "fingerprint", "remembered"]
 
 # short everyday statements in both languages the calibration covers; never change them lightly: every model's
 # calibration is measured again after a change
@@ -57,3 +70,51 @@ def fingerprint(embedder: Embedder) -> str:
         except TypeError:
             pass
     return found
+
+
+REMEMBERED = "fingerprints.json"  # {hash of a weights stamp: its fingerprint}, in a calibration cache folder
+_FINGERPRINT = re.compile(r"[0-9a-f]{32}")
+
+
+@runtime_checkable
+class WeightsOnDisk(Protocol):
+    """An embedder that can name the files its weights are (an optional part of ``Embedder``)."""
+
+    @property
+    def weights_stamp(self) -> str | None:
+        """The weights' files as paths, sizes and modification times; None when they cannot be named."""
+
+
+def remembered(embedder: Embedder, folders: Sequence[Path]) -> str:
+    """``fingerprint(embedder)``, read from the first of ``folders`` that remembers it for the embedder's weights
+    stamp, else computed and remembered in the first folder that takes it (module docstring)."""
+    stamp = embedder.weights_stamp if isinstance(embedder, WeightsOnDisk) else None
+    if stamp is None or not folders:
+        return fingerprint(embedder)
+    key = hashlib.sha256(stamp.encode("utf-8")).hexdigest()[:32]
+    for folder in folders:
+        known = _read(folder / REMEMBERED).get(key)
+        if isinstance(known, str) and _FINGERPRINT.fullmatch(known):
+            return known
+    found = fingerprint(embedder)
+    for folder in folders:
+        path = folder / REMEMBERED
+        staging = path.with_name(f".{REMEMBERED}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            private_dir(folder)
+            staging.write_text(json.dumps({**_read(path), key: found}), encoding="utf-8")
+            os.replace(staging, path)  # atomic: another process reads the whole file or the old one
+            break
+        except OSError:  # a read-only folder: the next, else computed again next time
+            with contextlib.suppress(OSError):
+                staging.unlink(missing_ok=True)
+    return found
+
+
+def _read(path: Path) -> dict[str, object]:
+    """The remembered fingerprints in ``path``; none when it is missing or unreadable (computed again)."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}

