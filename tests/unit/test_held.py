@@ -117,3 +117,26 @@ def test_closing_stops_the_loader_and_a_build_in_progress(make_bank):
     with pytest.raises(StoreError, match="closed while it read the store"):
         retriever.keyword_index("default")  # a build after close stops at its first row
     bank.close()
+
+
+def test_vectors_held_at_once_answer_as_those_put_and_keep_growing():
+    rng = np.random.default_rng(3)
+    ids = [f"m{i}" for i in range(300)]
+    matrix = rng.normal(size=(300, 8)).astype(np.float32)
+    put, whole = HeldVectors(), HeldVectors.of(ids, matrix)
+    put.put(ids, matrix)
+    query = rng.normal(size=8).astype(np.float32)
+    assert whole.complete and len(whole) == 300
+    assert whole.nearest(query, 10, lambda memory_id: True) == put.nearest(query, 10, lambda memory_id: True)
+    assert whole.cosines(ids[:5], query) == put.cosines(ids[:5], query)
+    assert whole.rows(["m7"])["m7"] == pytest.approx(put.rows(["m7"])["m7"])
+    whole.remove(["m0"])
+    whole.put(["new", "m1"], np.ones((2, 8)))  # a write after the load: a new row, a replaced one
+    assert len(whole) == 300 and whole.cosines(["new", "m1", "m0"], np.ones(8)) == {
+        "new": pytest.approx(1.0), "m1": pytest.approx(1.0)}
+
+
+def test_ties_are_broken_by_id_as_a_store_breaks_them():
+    held = HeldVectors()
+    held.put(["c", "a", "d", "b"], np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]))
+    assert list(held.nearest(np.array([0.0, 1.0]), 2, lambda memory_id: memory_id != "a")) == ["b", "d"]

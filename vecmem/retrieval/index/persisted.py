@@ -148,7 +148,8 @@ class ReplicaFiles:
         started = time.perf_counter()
         temporary: str | None = None
         try:
-            residence = self.store.residence(user)  # before the vectors: a collection made after them is not named
+            residence = self.store.residence(user)  # as of now: a collection made since the capture came with a
+            # write after its feed row, which keeps a search from the file alone anyway (SavedReplica.trusted)
             arrays = encode(capture, {**self._identity(), "user": user, "residence": residence},
                             self._vectors(user, vectors) if 0 < len(capture.records) <= VECTORS_SAVED_AT_MOST
                             else None)

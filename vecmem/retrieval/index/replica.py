@@ -232,9 +232,7 @@ class Replicas:
                      checked=time.monotonic(), own_mark=changes.seen, unsaved=len(reread))
         settle(copy.unsettled, changes)
         if loaded.vectors is not None and loaded.vectors.complete:  # kept in step from here as the copy is
-            copy.vectors = HeldVectors()
-            copy.vectors.put(loaded.vectors.ids, loaded.vectors.matrix)
-            copy.vectors.complete = True
+            copy.vectors = HeldVectors.of(loaded.vectors.ids, loaded.vectors.matrix)
             copy.loaded.set()
         if self.second is not None:
             copy.second = self.second.held(user, [(i, record.content) for i, record in loaded.records.items()])
