@@ -67,8 +67,8 @@ class HeldVectors:
         if len(memory_ids):
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             held._matrix = matrix / np.where(norms > 0, norms, 1.0)  # a new array: the caller's stays as it is
+            held._rows = {memory_id: row for row, memory_id in enumerate(memory_ids)}
             held._ids = list(memory_ids)
-            held._rows = {memory_id: row for row, memory_id in enumerate(held._ids)}
             held._used = len(held._ids)
         held.complete = True
         return held
