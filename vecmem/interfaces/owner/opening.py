@@ -12,6 +12,9 @@ serves the others (endpoint.py), and every interface opens its bank here:
   let go (another command finishing), then gives up with that error, as before. A store opened here clears an
   owner.json left by an owner that was killed (this process holds the store, so that one is gone).
 
+A one-shot search with no owner may not need the store at all: ``saved_bank`` answers it from the user's saved
+replica when that holds all the store holds of the user (interfaces/cli/command.py, ``Context.reading``).
+
 ``open_bank`` is for one-shot commands, which never serve (``connect`` is the same for Python code: what
 ``MemoryBank`` cannot be beside a running owner). ``long_running_bank`` (handover.py) is for the processes that stay: when they
 opened the store themselves, they serve it until they stop; when they go through an owner and it goes, one of
