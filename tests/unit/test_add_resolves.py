@@ -170,6 +170,16 @@ def test_cli_add_says_what_it_replaced(cli):
     assert [m["content"] for m in json.loads(out)] == ["我住在上海"]
 
 
+def test_cli_add_gives_each_replaced_memory_its_own_reason(cli):
+    first = cli("add", "我住在杭州", "--raw")[1].strip()
+    second = cli("add", "我住在北京", "--raw")[1].strip()
+    code, _, err = cli("add", "我住在上海")
+    said = {line.split()[2]: line for line in err.strip().splitlines()}  # "vecmem: replaced <id> ..."
+    assert code == 0 and set(said) == {first, second}
+    assert second not in said[first] and first not in said[second]
+    assert all("is now 上海" in line for line in said.values())
+
+
 def test_cli_add_json_reports_the_decision_and_the_inferred_type(cli):
     code, out, err = cli("add", "I prefer concise code", "--json")
     added = json.loads(out)

@@ -134,7 +134,7 @@ def _add_notes(result: AddResult) -> list[str]:
     """What `vecmem add` says besides the id: nothing for a plain new fact."""
     record, notes = result.record, list[str]()
     if result.action == "replaced":
-        notes.extend(f"replaced {old.id} \"{old.content}\" ({result.reason.removeprefix(f'revises {old.id}: ')}; "
+        notes.extend(f"replaced {old.id} \"{old.content}\" ({_reason_for(result.reason, old.id)}; "
                      f"`vecmem restore {old.id}` undoes it)"
                      for old in result.replaced)
     elif result.action == "unchanged":
@@ -148,6 +148,14 @@ def _add_notes(result: AddResult) -> list[str]:
                      "an extracted memory below the review confidence, or one that reads like an instruction to the "
                      "assistant, is not retrieved until a person approves it")
     return notes
+
+
+def _reason_for(reason: str, memory_id: str) -> str:
+    """The part of a decision's reason about one replaced memory ("revises m-1: ...; revises m-2: ..."): each line
+    says its own, not every other's; the whole reason when no part names it alone."""
+    prefix = f"revises {memory_id}: "
+    own = [part.removeprefix(prefix) for part in reason.split("; ") if part.startswith(prefix)]
+    return "; ".join(own) if own else reason
 
 
 def _article(word: str) -> str:
