@@ -50,6 +50,7 @@ import numpy as np
 
 from vecmem.errors import StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
+from vecmem.retrieval.index.held import HOLD_AT_MOST_BYTES
 from vecmem.retrieval.index.keyword import KeywordIndex
 from vecmem.retrieval.index.replica_file import Capture, Loaded, Mismatch, decode, encode
 from vecmem.storage.base import IndexedRow, MemoryStore, RawRow, UserWrite
@@ -144,6 +145,13 @@ class ReplicaFiles:
             log.debug("the replica of user %r is saved without its vectors: %s", user, exc)
             return None
 
+    def _vectors_fit(self, memories: int) -> bool:
+        """Whether a file of this many memories keeps their vectors: no more than a search scans exactly, and no
+        more bytes than a process holds for one user (held.py)."""
+        stored = self.store.stored_model()
+        return stored is not None and 0 < memories <= VECTORS_SAVED_AT_MOST and (
+            memories * stored[1] * 4 <= HOLD_AT_MOST_BYTES)
+
     def _write(self, user: str, capture: Capture, epoch: int, vectors: VectorSource | None = None) -> None:
         started = time.perf_counter()
         temporary: str | None = None
@@ -151,8 +159,7 @@ class ReplicaFiles:
             residence = self.store.residence(user)  # as of now: a collection made since the capture came with a
             # write after its feed row, which keeps a search from the file alone anyway (SavedReplica.trusted)
             arrays = encode(capture, {**self._identity(), "user": user, "residence": residence},
-                            self._vectors(user, vectors) if 0 < len(capture.records) <= VECTORS_SAVED_AT_MOST
-                            else None)
+                            self._vectors(user, vectors) if self._vectors_fit(len(capture.records)) else None)
             private_dir(self.folder)
             self._sweep()
             descriptor, temporary = tempfile.mkstemp(dir=self.folder, prefix=".saving-", suffix=".tmp")  # 0600
