@@ -36,6 +36,18 @@ def test_a_new_value_of_a_slot_replaces_the_old_one(bank, older, newer):
     assert bank.get(first.record.id).superseded_by == second.record.id  # kept for history
 
 
+def test_the_memories_a_slot_statement_is_weighed_against_are_not_a_scan_of_the_store(bank, monkeypatch):
+    bank.add("我住在杭州")
+    bank.add("用户养了一只猫", session_id="s1")  # another session's memory: weighed, and never replaced
+
+    def no_scan(*_args, **_kwargs):
+        raise AssertionError("the store was scanned")
+
+    monkeypatch.setattr(type(bank._store), "scan", no_scan)
+    result = bank.remember("我住在上海")
+    assert result.action == "replaced" and [old.content for old in result.replaced] == ["我住在杭州"]
+
+
 def test_add_returns_the_stored_record_and_resolves_too(bank):
     old = bank.add("我住在杭州")
     new = bank.add("我住在上海")

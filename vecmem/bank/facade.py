@@ -195,7 +195,7 @@ class MemoryBank:
         with self._writing([user]):
             if resolve:
                 resolver = self._resolving()
-                plan = resolver.decide(record, resolving.gather(self, record, resolver))
+                plan = resolver.decide(record, resolving.gather(self, record, resolver, self._retriever.visible))
                 if explicit and plan.action == "unchanged":  # the caller's id is kept: it keys its own records
                     plan = resolving.Plan("add", f"stored under the id given ({plan.reason})")
                 result = resolving.carry_out(self, record, plan, lambda given: self._stored(given, explicit))

@@ -155,6 +155,14 @@ class Retriever:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vecmem-query-embedding")
             return self._pool.submit(work, *args)
 
+    def visible(self, user: str, memory_filter: MemoryFilter) -> list[MemoryRecord]:
+        """Every memory of the user the filter lets through, in no order: from the replica, brought up to date
+        with the feed as a search brings it (the store is read only where the replica is not exact)."""
+        snapshot = self._replicas.snapshot(user)
+        view = snapshot.index.view(memory_filter)
+        ids = [memory_id for of_type in view.visible_ids().values() for memory_id in of_type]
+        return [record for record in self._replicas.records(user, snapshot, ids, view) if memory_filter.matches(record)]
+
     # ------------------------------------------------------------------------------------------ ranking
 
     def rank(self, query: str, k: int, user: str, memory_filter: MemoryFilter, now: datetime) -> list[Hit]:
