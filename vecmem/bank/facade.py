@@ -195,7 +195,7 @@ class MemoryBank:
         with self._writing([user]):
             if resolve:
                 resolver = self._resolving()
-                plan = resolver.decide(record, resolving.gather(self, record, resolver, self._retriever.visible))
+                plan = resolver.decide(record, resolving.gather(self, record, resolver))
                 if explicit and plan.action == "unchanged":  # the caller's id is kept: it keys its own records
                     plan = resolving.Plan("add", f"stored under the id given ({plan.reason})")
                 result = resolving.carry_out(self, record, plan, lambda given: self._stored(given, explicit))
@@ -344,8 +344,15 @@ class MemoryBank:
                       limit: int | None = None) -> MemoryPage:
         """``list_memories`` a page at a time: sorted by a field of listing.SORTS (newest first by default), from
         ``offset`` on, at most ``limit``, with how many memories the listing holds in all (listing.py)."""
-        return listing.page(self._store, self._access, self._user(user_id), listing.listed(
+        return listing.page(self._listed, self._access, self._user(user_id), listing.listed(
             session_id, types, include_superseded, statuses), sort=sort, offset=offset, limit=limit)
+
+    def _listed(self, user: str, memory_filter: MemoryFilter) -> list[MemoryRecord]:
+        """What a listing holds: from the retriever's replica where a change feed keeps it exact (no scan of the
+        store, and a saved replica lists without Chroma), else from a scan of the store."""
+        if self._store.changes is None:
+            return list(self._store.scan(user, memory_filter))
+        return self._retriever.visible(user, memory_filter)
 
     def search(self, query: str, k: int = 5, *, user_id: str | None = None, session_id: str | None = None,
                types: Iterable[str] | None = None, record_access: bool = True) -> list[Hit]:

@@ -22,7 +22,6 @@ from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.validation import check_type_names, require_positive_int
 
 if TYPE_CHECKING:  # a client of the store's owner reads MemoryPage and DEFAULT_SORT without the store's modules
-    from vecmem.storage.base import MemoryStore
     from vecmem.storage.state.access import AccessStats
 
 __all__ = ["DEFAULT_SORT", "SORTS", "SORT_FIELDS", "MemoryPage", "listed", "page"]
@@ -69,17 +68,19 @@ def listed(session_id: str | None, types: Iterable[str] | None, include_supersed
                         include_superseded=include_superseded, statuses=frozenset(statuses))
 
 
-def page(store: MemoryStore, access: AccessStats, user: str, memory_filter: MemoryFilter, *,
-         sort: str = DEFAULT_SORT, offset: int = 0, limit: int | None = None) -> MemoryPage:
-    """The memories of ``user`` that pass the filter, sorted by ``sort`` (one of ``SORTS``), from ``offset`` on,
-    at most ``limit`` of them (None: all), with their access statistics, and how many there are in all."""
+def page(listed: Callable[[str, MemoryFilter], Iterable[MemoryRecord]], access: AccessStats, user: str,
+         memory_filter: MemoryFilter, *, sort: str = DEFAULT_SORT, offset: int = 0,
+         limit: int | None = None) -> MemoryPage:
+    """The memories of ``user`` that pass the filter (``listed``: every one of them, in any order), sorted by
+    ``sort`` (one of ``SORTS``), from ``offset`` on, at most ``limit`` of them (None: all), with their access
+    statistics, and how many there are in all."""
     if sort not in SORTS:
         raise InvalidInputError("sort", f"must be one of {', '.join(SORTS)}; got {sort!r}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInputError("offset", f"must be a non-negative integer, got {offset!r}")
     limit = None if limit is None else require_positive_int("limit", limit)
     name = sort.lstrip("-")
-    records = list(store.scan(user, memory_filter))
+    records = list(listed(user, memory_filter))
     if name in _BY_USE:
         records = access.apply(records)
     key = _KEYS[name]

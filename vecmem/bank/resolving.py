@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from vecmem.bank import chains, listing
-from vecmem.models import GLOBAL_SCOPE, LIVE, MemoryFilter, MemoryRecord
+from vecmem.bank import chains
+from vecmem.models import GLOBAL_SCOPE, MemoryRecord
 from vecmem.retrieval.query.parsed import searchable
 
 __all__ = ["ACTIONS", "AddAction", "AddResolver", "AddResult", "Known", "Plan", "PlanAction", "TypeGuess", "Write",
@@ -134,19 +134,15 @@ def _may_replace(record: MemoryRecord, other: MemoryRecord) -> bool:
 
 
 # ``bank`` is the MemoryBank deciding, under the user's write lock: typed Any because it is a layer above
-def gather(bank: Any, record: MemoryRecord, resolver: AddResolver,
-           visible: Callable[[str, MemoryFilter], list[MemoryRecord]]) -> list[Known]:
+def gather(bank: Any, record: MemoryRecord, resolver: AddResolver) -> list[Known]:
     """The live memories a decision for ``record`` weighs: the most similar ones, of any type, and every live one
-    of the slot types when the resolver reads a slot in it (what ``list_memories`` lists, newest first, but read by
-    ``visible`` from the retriever's replica: a scan of the store took half a second at 10,000 memories); only
-    those of its own scope."""
+    of the slot types when the resolver reads a slot in it; only those of its own scope."""
     said_in = record.provenance.session_id if record.provenance is not None else None
     session = said_in if record.scope == GLOBAL_SCOPE else record.scope
     hits = bank.search(searchable(record.content), CANDIDATES, user_id=record.user_id, session_id=session, record_access=False)
     found = {hit.id: Known(hit.record, hit.closeness) for hit in hits}
     if resolver.reads_slots(record.content):
-        listed = visible(record.user_id, listing.listed(session, SLOT_TYPES, False, [LIVE]))
-        for other in sorted(listed, key=lambda memory: (memory.created_at, memory.id), reverse=True):
+        for other in bank.list_memories(user_id=record.user_id, session_id=session, types=SLOT_TYPES):
             found.setdefault(other.id, Known(other))
     return [known for known in found.values() if _may_replace(record, known.record)]
 

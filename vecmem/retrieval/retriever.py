@@ -159,7 +159,9 @@ class Retriever:
         """Every memory of the user the filter lets through, in no order: from the replica, brought up to date
         with the feed as a search brings it (the store is read only where the replica is not exact)."""
         snapshot = self._replicas.snapshot(user)
-        view = snapshot.index.view(memory_filter)
+        # the catalogue's "superseded" covers every memory a search never returns (archived, pending too): the
+        # view keeps them, and each record's own fields decide (a listing of the review queue asks for pending ones)
+        view = snapshot.index.view(replace(memory_filter, include_superseded=True))
         ids = [memory_id for of_type in view.visible_ids().values() for memory_id in of_type]
         return [record for record in self._replicas.records(user, snapshot, ids, view) if memory_filter.matches(record)]
 

@@ -113,7 +113,7 @@ class Context:
             self._opened.pop().close()
 
     def reading(self, read: Callable[[MemoryApi], _Read]) -> _Read:
-        """``read(bank)`` for a command that only reads the user's memories (search). With an embedded store
+        """``read(bank)`` for a command that only reads the user's memories (search, list, get). With an embedded store
         and no owner, first on the user's saved replica, which answers without importing Chroma
         (vecmem/assembly.py, ``reading_saved``) unless what it is asked needs the store; then on ``bank()``."""
         settings = self._one_off_settings()

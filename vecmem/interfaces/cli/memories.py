@@ -193,14 +193,14 @@ def search(ctx: Context) -> int:
 )
 def list_memories(ctx: Context) -> int:
     a = ctx.args
-    records = ctx.bank().list_memories(
+    records = ctx.reading(lambda bank: bank.list_memories(
         user_id=ctx.user,
         session_id=a.session,
         types=_types(a.types),
         include_superseded=a.include_superseded,
         limit=a.limit,
         statuses=[s for s, wanted in (("archived", a.archived), ("pending", a.pending)) if wanted] or ["live"],
-    )
+    ))
     if a.json:
         ctx.emit_json([record.to_dict() for record in records])
     else:
@@ -210,7 +210,7 @@ def list_memories(ctx: Context) -> int:
 
 @commands.command("get", "show one memory", arg("memory_id", metavar="ID"))
 def get(ctx: Context) -> int:
-    ctx.emit_json(ctx.bank().get(ctx.args.memory_id, user_id=ctx.user).to_dict())
+    ctx.emit_json(ctx.reading(lambda bank: bank.get(ctx.args.memory_id, user_id=ctx.user)).to_dict())
     return EXIT_OK
 
 
