@@ -10,11 +10,11 @@ every figure grows, and the interpreter's says by how much. Each command runs on
 calibration and jieba's dictionary cache are made once per store, not per command).
 
 The commands: ``vecmem --help``, ``vecmem search`` with an English and with a Chinese query (only Chinese text
-loads jieba's dictionary), and ``vecmem add`` of a new statement each run. ``--owner`` times them again with
-``vecmem serve`` holding the store (every command then goes through it: interfaces/owner/); ``--linger S`` with
-``VECMEM_OWNER_LINGER=S`` instead, so that the first command starts an owner the others go through (timed on its
-own: interfaces/owner/lingering.py), for this checkout only. The vecmem measured
-is the one this interpreter imports; ``--against DIR`` also measures another checkout's (DIR first on
+loads jieba's dictionary), ``vecmem list`` (the ten newest), and ``vecmem add`` of a new statement each run.
+``--owner`` times them again with ``vecmem serve`` holding the store (every command then goes through it:
+interfaces/owner/); ``--linger S`` with ``VECMEM_OWNER_LINGER=S`` instead, so that the first command starts an
+owner the others go through (timed on its own: interfaces/owner/lingering.py), for this checkout only. The vecmem
+measured is the one this interpreter imports; ``--against DIR`` also measures another checkout's (DIR first on
 PYTHONPATH) on a copy of the same store (the files each keeps beside the store, its saved replicas, may be of
 another format, and would replace each other's), its runs alternating with this one's, so both see the same load
 (the owner of each is its own ``vecmem serve``, one after the other). Figures are printed, never asserted;
@@ -91,6 +91,7 @@ def _commands() -> dict[str, Callable[[int], list[str]]]:
         "vecmem --help": lambda i: [*vecmem, "--help"],
         "vecmem search (en)": lambda i: [*vecmem, "search", QUERY_EN],
         "vecmem search (zh)": lambda i: [*vecmem, "search", QUERY_ZH],
+        "vecmem list": lambda i: [*vecmem, "list", "--limit", "10"],
         "vecmem add": lambda i: [*vecmem, "add", f"The user's benchmark note {time.time_ns()}-{i} says to deploy on Thursdays"],
     }
 
