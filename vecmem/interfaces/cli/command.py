@@ -113,8 +113,8 @@ class Context:
             self._opened.pop().close()
 
     def reading(self, read: Callable[[MemoryApi], _Read]) -> _Read:
-        """``read(bank)`` for a command that only reads the user's memories (search, list, get). With an embedded store
-        and no owner, first on the user's saved replica, which answers without importing Chroma
+        """``read(bank)`` for a command that only reads the user's memories (search, list, get). With an
+        embedded store and no owner, first on the user's saved replica, which answers without importing Chroma
         (vecmem/assembly.py, ``reading_saved``) unless what it is asked needs the store; then on ``bank()``."""
         settings = self._one_off_settings()
         if self.bank_factory is None and not settings.chroma_url:
@@ -122,6 +122,7 @@ class Context:
 
             remote = find_owner(settings)
             if remote is not None:
+                self._opened.append(remote)
                 return read(remote)
             from vecmem.retrieval.index.persisted import NotInSavedReplica  # numpy: not for a client of an owner
 
