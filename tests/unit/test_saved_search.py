@@ -1,7 +1,8 @@
-"""A search (and a listing) answered from the user's saved replica alone (vecmem/assembly.py, ``reading_saved``; the file:
-retrieval/index/persisted.py): exactly what the store answers, without opening Chroma; never when the file may be behind the store (a write
-after it, a store deleted or made anew under the same folder); and anything the file cannot answer raises
-``NotInSavedReplica``, so the caller opens the store. On embedded Chroma: the fast path exists only there.
+"""A search (and a listing) answered from the user's saved replica alone (vecmem/assembly.py, ``reading_saved``;
+the file: retrieval/index/persisted.py): exactly what the store answers, without opening Chroma; never when the
+file may be behind the store (a write after it, a store deleted or made anew under the same folder); and anything
+the file cannot answer raises ``NotInSavedReplica``, so the caller opens the store. On embedded Chroma: the fast
+path exists only there.
 """
 
 from __future__ import annotations
