@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import json
 import logging
 import os
 import tempfile
@@ -290,18 +291,32 @@ class SavedReplica:
         identity = {"model": model_name, "location": location, "feed": changes.identity(), "user": user}
         try:
             with np.load(path, allow_pickle=False) as parts:
+                # the header first (a member is read only when asked for): a file that cannot answer alone is not
+                # decoded here, only by the store's own load after (a big user's takes a fraction of a second)
+                if not cls._answers_alone(parts, identity, chroma_folder, changes):
+                    return None
                 loaded = decode(parts, identity)
         except Exception as exc:  # noqa: BLE001  # mismatched, damaged: the store is opened, and it deals with the file
             log.debug("the saved replica of user %r does not answer alone: %s", user, exc)
             return None
-        after = changes.since(user, loaded.seen)
-        residence = loaded.header.get("residence")
-        if (loaded.vectors is None or not loaded.vectors.complete or loaded.unsettled or after.rebuild
-                or after.seen != loaded.seen or after.begun or changes.head() < loaded.seen
-                or not isinstance(residence, list) or not residence
-                or not collections_present(chroma_folder / "chroma.sqlite3", [str(i) for i in residence])):
+        if loaded.vectors is None or not loaded.vectors.complete or loaded.unsettled:
             return None
         return cls(model_name, location, changes, user, loaded)
+
+    @staticmethod
+    def _answers_alone(parts: Any, identity: Mapping[str, Any], chroma_folder: Path, changes: ChangeFeed) -> bool:
+        """What the header says: this store's file, with every vector, no write open in it, nothing on the feed
+        after it, and the collections it names still in the store's own files."""
+        header = json.loads(parts["header"].tobytes().decode("utf-8"))
+        if not isinstance(header, dict) or any(header.get(key) != value for key, value in identity.items()):
+            return False
+        seen, residence = header.get("seen"), header.get("residence")
+        if not header.get("vectors_complete") or header.get("unsettled") or not isinstance(seen, int):
+            return False
+        after = changes.since(str(identity["user"]), seen)
+        return (not after.rebuild and after.seen == seen and not after.begun and changes.head() >= seen
+                and isinstance(residence, list) and bool(residence)
+                and collections_present(chroma_folder / "chroma.sqlite3", [str(i) for i in residence]))
 
     def _refuse(self, what: str) -> NotInSavedReplica:
         return NotInSavedReplica(f"{what} needs the store, not only user {self.user!r}'s saved replica")
