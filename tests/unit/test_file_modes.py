@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import FakeEmbedder
 from vecmem import MemoryBank, Settings, StoreInUseError
-from vecmem.storage.files import private_dir, private_file
+from vecmem.storage.files import private_dir, private_file, replace_atomically
 from vecmem.storage.state import lock as lock_module
 from vecmem.storage.state.sessions import SessionStore
 
@@ -85,3 +85,17 @@ def test_an_old_lock_file_is_narrowed_and_an_old_holders_command_line_is_not_ech
         held.release()
     assert lock_module._holder_text("pid 1: vecmem serve --token OLD-SECRET") == "a process that did not say which"
     assert lock_module._holder_text("pid 42: vecmem serve") == "pid 42: vecmem serve"
+
+
+def test_a_file_replaced_atomically_is_private_and_a_failed_write_leaves_the_old_one(tmp_path: Path) -> None:
+    path = private_dir(tmp_path / "cache") / "kept.json"
+    replace_atomically(path, lambda out: out.write(b"first"))
+    assert path.read_bytes() == b"first" and _mode(path) == 0o600
+
+    def broken(out) -> None:
+        out.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_atomically(path, broken)
+    assert path.read_bytes() == b"first" and [p.name for p in path.parent.iterdir()] == ["kept.json"]

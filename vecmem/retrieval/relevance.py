@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import threading
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,7 +50,7 @@ import numpy as np
 
 from vecmem.retrieval.embedding.calibration import PARAPHRASES, Calibration, calibrate
 from vecmem.retrieval.embedding.fingerprint import remembered
-from vecmem.storage.files import private_dir
+from vecmem.storage.files import private_dir, replace_atomically
 
 if TYPE_CHECKING:
     from vecmem.retrieval.embedding.embedders import Embedder
@@ -209,9 +208,8 @@ class Cohort:
             path = folder / name
             try:
                 private_dir(folder)
-                staging = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
-                np.savez(staging, **vectors)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
-                os.replace(staging, path)  # atomic: another process reads the whole file or none
+                # numpy's stub types allow_pickle only
+                replace_atomically(path, lambda out: np.savez(out, **vectors))  # type: ignore[arg-type]
                 return
             except OSError as exc:  # a read-only cache: the next folder, else the next process measures again
                 failures.append(f"{path}: {exc}")

@@ -9,11 +9,15 @@ we cannot change it. SQLite creates its -wal and -shm files with the main file's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["private_dir", "private_file"]
+__all__ = ["private_dir", "private_file", "replace_atomically"]
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -40,6 +44,21 @@ def private_file(path: Path) -> Path:
     os.close(descriptor)
     _narrow(path, FILE_MODE)
     return path
+
+
+def replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through ``write`` into a temporary file beside it (0600 from the start) renamed over it, so a
+    reader sees the old file or the whole new one. OSError when the folder cannot take it: the temporary file is
+    removed, the old one left as it was."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            write(out)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _narrow(path: Path, mode: int) -> None:

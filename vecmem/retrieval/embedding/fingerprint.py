@@ -17,10 +17,8 @@ package, are new files, and their fingerprint is computed again. Any other embed
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import threading
 import weakref
@@ -30,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from vecmem.storage.files import private_dir
+from vecmem.storage.files import private_dir, replace_atomically
 
 if TYPE_CHECKING:
     from vecmem.retrieval.embedding.embedders import Embedder
@@ -97,18 +95,22 @@ def remembered(embedder: Embedder, folders: Sequence[Path]) -> str:
         if isinstance(known, str) and _FINGERPRINT.fullmatch(known):
             return known
     found = fingerprint(embedder)
-    for folder in folders:
-        path = folder / REMEMBERED
-        staging = path.with_name(f".{REMEMBERED}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            private_dir(folder)
-            staging.write_text(json.dumps({**_read(path), key: found}), encoding="utf-8")
-            os.replace(staging, path)  # atomic: another process reads the whole file or the old one
+    for folder in folders:  # the first folder that takes it
+        if _remember(folder / REMEMBERED, key, found):
             break
-        except OSError:  # a read-only folder: the next, else computed again next time
-            with contextlib.suppress(OSError):
-                staging.unlink(missing_ok=True)
     return found
+
+
+def _remember(path: Path, key: str, found: str) -> bool:
+    """Add ``key``'s fingerprint to the file; False when its folder cannot take it (read-only: the next folder,
+    else computed again next time)."""
+    known = json.dumps({**_read(path), key: found}).encode("utf-8")
+    try:
+        private_dir(path.parent)
+        replace_atomically(path, lambda out: out.write(known))
+    except OSError:
+        return False
+    return True
 
 
 def _read(path: Path) -> dict[str, object]:

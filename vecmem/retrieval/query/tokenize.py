@@ -31,12 +31,9 @@ again. jieba's own cache is then neither read nor written.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterable
 from itertools import pairwise
@@ -47,6 +44,7 @@ import numpy as np
 
 from vecmem.models import MemoryRecord
 from vecmem.retrieval.query.speakers import ADDRESS, split_addresses
+from vecmem.storage.files import replace_atomically
 from vecmem.text import CJK_RUN, char_bigrams, cjk_runs, has_cjk
 
 __all__ = ["keep_dictionary_in", "matched_terms", "memory_tokens", "read_dictionary", "recency_weights",
@@ -144,21 +142,13 @@ def write_dictionary(path: Path, version: str, frequencies: dict[str, int], tota
     """Keep jieba's (FREQ, total) in ``path``: written beside it and renamed over it, so a reader sees a whole
     file or none. A folder that cannot be written costs the next process a build, nothing more."""
     header = json.dumps({"format": _DICTIONARY_FORMAT, "jieba": version, "total": total}).encode("utf-8")
-    temporary: str | None = None
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".jieba-", suffix=".tmp")
-        with os.fdopen(descriptor, "wb") as out:
-            np.savez(out, allow_pickle=False, header=np.frombuffer(header, dtype=np.uint8),
-                     words=np.frombuffer("\n".join(frequencies).encode("utf-8"), dtype=np.uint8),
-                     counts=np.fromiter(frequencies.values(), dtype=np.int64, count=len(frequencies)))
-        os.replace(temporary, path)
-        temporary = None
+        replace_atomically(path, lambda out: np.savez(
+            out, allow_pickle=False, header=np.frombuffer(header, dtype=np.uint8),
+            words=np.frombuffer("\n".join(frequencies).encode("utf-8"), dtype=np.uint8),
+            counts=np.fromiter(frequencies.values(), dtype=np.int64, count=len(frequencies))))
     except OSError as exc:
         log.debug("could not keep jieba's dictionary in %s: %s", path, exc)
-    finally:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
 
 
 def warm_up() -> None:
