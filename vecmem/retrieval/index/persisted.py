@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 import logging
 import os
 import tempfile
@@ -53,7 +52,7 @@ from vecmem.errors import StoreError
 from vecmem.models import MemoryFilter, MemoryRecord
 from vecmem.retrieval.index.held import HOLD_AT_MOST_BYTES
 from vecmem.retrieval.index.keyword import KeywordIndex
-from vecmem.retrieval.index.replica_file import Capture, Loaded, Mismatch, decode, encode
+from vecmem.retrieval.index.replica_file import Capture, Loaded, Mismatch, checked_header, decode, encode
 from vecmem.storage.base import IndexedRow, MemoryStore, RawRow, UserWrite
 from vecmem.storage.chroma.formats import collections_present
 from vecmem.storage.files import private_dir
@@ -307,9 +306,7 @@ class SavedReplica:
     def _answers_alone(parts: Any, identity: Mapping[str, Any], chroma_folder: Path, changes: ChangeFeed) -> bool:
         """What the header says: this store's file, with every vector, no write open in it, nothing on the feed
         after it, and the collections it names still in the store's own files."""
-        header = json.loads(parts["header"].tobytes().decode("utf-8"))
-        if not isinstance(header, dict) or any(header.get(key) != value for key, value in identity.items()):
-            return False
+        header = checked_header(parts, identity)
         seen, residence = header.get("seen"), header.get("residence")
         if not header.get("vectors_complete") or header.get("unsettled") or not isinstance(seen, int):
             return False

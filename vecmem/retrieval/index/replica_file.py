@@ -35,7 +35,8 @@ from vecmem.retrieval.index.columns import (
 from vecmem.retrieval.index.keyword import K1, B, IndexState, KeywordIndex
 from vecmem.storage.chroma.rows import to_metadata
 
-__all__ = ["FORMAT", "Capture", "Loaded", "Mismatch", "SavedVectors", "bm25_vocabulary", "decode", "encode"]
+__all__ = ["FORMAT", "Capture", "Loaded", "Mismatch", "SavedVectors", "bm25_vocabulary", "checked_header", "decode",
+           "encode"]
 
 FORMAT = 2  # raised whenever what a file holds, or how it is read, changes: older files are then rebuilt
 _SLOT_DTYPES = {"_alive": np.bool_, "_superseded": np.bool_, "_type": np.int8, "_scope": np.int32,
@@ -196,15 +197,22 @@ def _record_arrays(records: Mapping[str, MemoryRecord], state: IndexState) -> tu
     return arrays, sorted(scope_codes, key=scope_codes.__getitem__)
 
 
-def decode(parts: Any, expected: dict[str, Any]) -> Loaded:
-    """The replica in an opened file (``np.load``'s NpzFile), after checking its header says ``expected`` (the
-    store's identity and the user: Mismatch when not) and every part fits (ValueError, KeyError when not)."""
+def checked_header(parts: Any, expected: Mapping[str, Any]) -> dict[str, Any]:
+    """The file's header alone (an NpzFile reads a part only when asked for it), after checking it says
+    ``expected`` and this format (Mismatch when not; ValueError when it is no object)."""
     header = json.loads(parts["header"].tobytes().decode("utf-8"))
     if not isinstance(header, dict):
         raise ValueError("the header is not an object")
     for key, wanted in (*expected.items(), ("format", FORMAT), ("k1", K1), ("b", B)):
         if header.get(key) != wanted:
             raise Mismatch(f"{key} is {header.get(key)!r}, not {wanted!r}")
+    return header
+
+
+def decode(parts: Any, expected: dict[str, Any]) -> Loaded:
+    """The replica in an opened file (``np.load``'s NpzFile), after checking its header says ``expected`` (the
+    store's identity and the user: Mismatch when not) and every part fits (ValueError, KeyError when not)."""
+    header = checked_header(parts, expected)
     ids = TextColumn.load(parts["ids"], parts["ids_offsets"], "ids").tolist()
     count = len(ids)
     arrays = {}
