@@ -71,7 +71,7 @@ def sqlite_schema_known(path: Path) -> bool:
     if not chromadb_known():
         return False
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+        with _read_only(path, timeout=30) as db:
             found = dict(db.execute("SELECT dir, max(version) FROM migrations GROUP BY dir").fetchall())
     except sqlite3.Error as exc:
         found = {"error": str(exc)}
@@ -89,12 +89,17 @@ def collections_present(path: Path, ids: list[str]) -> bool:
     if not ids or not path.is_file():
         return False
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+        with _read_only(path, timeout=5) as db:
             found = {row[0] for row in db.execute(
                 f"SELECT id FROM collections WHERE id IN ({', '.join('?' * len(ids))})", ids).fetchall()}
     except sqlite3.Error:
         return False
     return found == set(ids)
+
+
+def _read_only(path: Path, *, timeout: float) -> contextlib.closing[sqlite3.Connection]:
+    """chroma.sqlite3 opened read-only (Chroma's own connections may be writing it), closed after the block."""
+    return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout))
 
 
 def _release(version: str) -> tuple[int, ...]:
