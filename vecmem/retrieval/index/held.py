@@ -61,12 +61,10 @@ class HeldVectors:
     @classmethod
     def of(cls, memory_ids: Sequence[str], vectors: np.ndarray) -> HeldVectors:
         """Every one of these vectors (distinct ids) held at once, complete: a replica's file had them
-        (persisted.py). One normalisation of the whole matrix instead of a row at a time, as ``put`` does."""
+        (persisted.py). The matrix is taken whole, where ``put`` places its rows one at a time."""
         held = cls()
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(memory_ids), -1)
         if len(memory_ids):
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            held._matrix = matrix / np.where(norms > 0, norms, 1.0)  # a new array: the caller's stays as it is
+            held._matrix = _unit_rows(vectors, len(memory_ids))  # a new array: the caller's stays as it is
             held._rows = {memory_id: row for row, memory_id in enumerate(memory_ids)}
             held._ids = list(memory_ids)
             held._used = len(held._ids)
@@ -75,11 +73,9 @@ class HeldVectors:
 
     def put(self, memory_ids: Sequence[str], vectors: np.ndarray, *, unless_held: bool = False) -> None:
         """Hold these vectors; ``unless_held`` (the loader) keeps any vector already held, being newer."""
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(memory_ids), -1)
         if not len(memory_ids):
             return
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        unit = matrix / np.where(norms > 0, norms, 1.0)  # cosine, as Chroma's cosine space computes it
+        unit = _unit_rows(vectors, len(memory_ids))
         rows, scales = quantize(unit) if self.compact else (unit, np.ones(len(unit), dtype=np.float32))
         with self._lock:
             for memory_id, vector, scale in zip(memory_ids, rows, scales, strict=True):
@@ -188,6 +184,14 @@ class HeldVectors:
             return products
         scaled: np.ndarray = (rows.astype(np.float32) @ query) * self._scales[which]
         return scaled
+
+
+def _unit_rows(vectors: np.ndarray, count: int) -> np.ndarray:
+    """``count`` vectors as float32 unit rows (a zero row stays zero): cosine, as Chroma's cosine space computes it."""
+    matrix = np.asarray(vectors, dtype=np.float32).reshape(count, -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit: np.ndarray = matrix / np.where(norms > 0, norms, 1.0)
+    return unit
 
 
 def _ties_by_id(found: dict[str, float], products: np.ndarray, ids: list[str | None],
