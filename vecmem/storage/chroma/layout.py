@@ -75,6 +75,7 @@ class ChromaCollections(ChromaRegistry):
         self._resolved: dict[str, float] = {}  # user -> _moment() when its collections were last looked up
         self._sizes: dict[str, int] = {}  # shared user -> memories at most (counted, plus what was added since)
         self.writing = threading.RLock()  # held by every write and by a move, so no write lands mid-move
+        self.rebuilds = 0  # how often collections were rebuilt under their names: ``forget_collections``
 
     # ------------------------------------------------------------------------------------------ a user's
 
@@ -297,6 +298,7 @@ class ChromaCollections(ChromaRegistry):
     def forget_collections(self) -> None:
         """Forget every collection looked up (one was rebuilt under its name: chroma/repair.py)."""
         with self._lock:
+            self.rebuilds += 1
             self._known.clear()
             self._sizes.clear()
             self._shared.clear()

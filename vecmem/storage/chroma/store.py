@@ -82,35 +82,67 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 def _mending(method: _Method) -> _Method:
     """A call on a user's memories that, when Chroma cannot load one of the user's HNSW segments (torn by a
-    kill: chroma/repair.py), rebuilds it and runs once more."""
+    kill: chroma/repair.py), rebuilds it and runs once more; and runs once more when another thread rebuilt a
+    collection while the call read it (the handle it held names a collection deleted since)."""
     @functools.wraps(method)
     def run(self: ChromaStore, user_id: str, *args: Any, **kwargs: Any) -> Any:
+        rebuilds = self._layout.rebuilds
         try:
             return method(self, user_id, *args, **kwargs)
         except StoreError as exc:
-            if not may_be_torn(exc) or not self._mend([user_id]):
+            if not self._worth_again(exc, [user_id], rebuilds):
                 raise
         return method(self, user_id, *args, **kwargs)
     return run  # type: ignore[return-value]
 
 
-def _mending_rows(method: _Method) -> _Method:
-    """``_mending`` for a method that yields rows: run once more only when it failed before its first row (after
-    it, the segment is rebuilt and the error raised: the caller's next call reads it whole)."""
-    @functools.wraps(method)
-    def run(self: ChromaStore, user_id: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        produced = False
-        try:
+# an item a row method yields, less the rows in ``given`` (None when none is left); notes its own rows as given
+_Rest = Callable[[Any, set[Any]], Any]
+
+
+def _mending_rows(rest: _Rest) -> Callable[[_Method], _Method]:
+    """``_mending`` for a method that yields rows. When it fails after giving some, the second run leaves those
+    out (``rest``): a rebuilt collection holds the same rows under the same ids, in an order of its own."""
+    def decorate(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def run(self: ChromaStore, user_id: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            given: set[Any] = set()
+            rebuilds = self._layout.rebuilds
+            try:
+                for item in method(self, user_id, *args, **kwargs):
+                    rest(item, given)
+                    yield item
+                return
+            except StoreError as exc:
+                if not self._worth_again(exc, [user_id], rebuilds):
+                    raise
             for item in method(self, user_id, *args, **kwargs):
-                produced = True
-                yield item
-            return
-        except StoreError as exc:
-            # rows already given cannot be taken back: rebuilt, the next call reads on; failing, this one says why
-            if not may_be_torn(exc) or not self._mend([user_id]) or produced:
-                raise
-        yield from method(self, user_id, *args, **kwargs)
-    return run  # type: ignore[return-value]
+                left = rest(item, given)
+                if left is not None:
+                    yield left
+        return run  # type: ignore[return-value]
+    return decorate
+
+
+def _one_row(key: Callable[[Any], Any]) -> _Rest:
+    """``rest`` for a method that yields a row at a time, ``key`` naming it."""
+    def rest(item: Any, given: set[Any]) -> Any:
+        name = key(item)
+        if name in given:
+            return None
+        given.add(name)
+        return item
+    return rest
+
+
+def _page_rest(page: tuple[list[str], np.ndarray], given: set[Any]) -> tuple[list[str], np.ndarray] | None:
+    """``rest`` for a page of (ids, vectors)."""
+    ids, matrix = page
+    keep = [i for i, memory_id in enumerate(ids) if memory_id not in given]
+    given.update(ids)
+    if len(keep) == len(ids):
+        return page
+    return ([ids[i] for i in keep], matrix[keep]) if keep else None
 
 
 class ChromaStore:
@@ -166,6 +198,13 @@ class ChromaStore:
         """Rebuild a collection of this model whose HNSW segment Chroma cannot load, embedding its memories
         with ``embed_documents`` (an embedded store only: chroma/repair.py)."""
         self._mender = (model_name, embed_documents)
+
+    def _worth_again(self, exc: StoreError, user_ids: Sequence[str], rebuilds: int) -> bool:
+        """Whether a call that raised ``exc`` is worth running once more: a collection was rebuilt since it began
+        (``rebuilds``: the layout's count then), or one it touched was torn and is rebuilt now."""
+        with self._layout.writing:  # a rebuild under way in another thread (it holds this) has counted once done
+            rebuilt_since = self._layout.rebuilds != rebuilds
+        return rebuilt_since or (may_be_torn(exc) and self._mend(user_ids))
 
     def _mend(self, user_ids: Sequence[str]) -> bool:
         """Rebuild the torn collections that hold these users' memories; whether they read now, so the failed call
@@ -255,7 +294,7 @@ class ChromaStore:
             found.update(self._read(user_id, [i for i in ids if i not in found], None, embeddings=True))
         return found  # type: ignore[return-value]
 
-    @_mending_rows
+    @_mending_rows(_page_rest)
     def scan_vectors(self, user_id: str, page: int = 5_000) -> Iterator[tuple[list[str], np.ndarray]]:
         """Every stored embedding of the user, a page (ids, matrix) at a time."""
         for collection in self._typed(user_id).values():
@@ -326,7 +365,7 @@ class ChromaStore:
                 total += int(collection.count())
         return total
 
-    @_mending_rows
+    @_mending_rows(_one_row(lambda record: record.id))
     def scan(self, user_id: str, memory_filter: MemoryFilter) -> Iterator[MemoryRecord]:
         """Every memory of the user that passes the filter, page by page."""
         collections = self._typed(user_id, memory_filter.types, verify=False)
@@ -335,7 +374,7 @@ class ChromaStore:
             if memory_filter.matches(record):
                 yield record
 
-    @_mending_rows
+    @_mending_rows(_one_row(lambda item: item[0].id))
     def scan_keywords(self, user_id: str) -> Iterator[tuple[MemoryRecord, list[str] | None]]:
         """Every memory of the user with its stored keyword tokens (None when written before they existed)."""
         for _, memory_id, document, metadata in typed_rows(self._typed(user_id, verify=False),
@@ -343,7 +382,7 @@ class ChromaStore:
             stored = (metadata or {}).get("keywords")
             yield from_row(memory_id, document, metadata), None if stored is None else stored.split()
 
-    @_mending_rows
+    @_mending_rows(_one_row(lambda row: row[:2]))  # (collection's type, id)
     def raw_rows(self, user_id: str) -> Iterator[RawRow]:
         """Every row of the user as stored: (collection's type, id, document, metadata), unread ones included
         (what ``vecmem doctor`` examines)."""
@@ -419,11 +458,12 @@ class ChromaStore:
 
     def upsert_many(self, writes: Sequence[UserWrite], *, new: bool = False) -> None:
         """Several users' upserts in a few Chroma calls (``chroma/batch.py``)."""
+        rebuilds = self._layout.rebuilds
         try:
             write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
             return
         except StoreError as exc:
-            if not may_be_torn(exc) or not self._mend(list(dict.fromkeys(w.user_id for w in writes))):
+            if not self._worth_again(exc, list(dict.fromkeys(w.user_id for w in writes)), rebuilds):
                 raise
         write_many(self._layout, self.changes, writes, new=new, threads=self._write_threads)
 
