@@ -118,6 +118,29 @@ def test_a_match_chance_explains_weighs_little_against_an_informative_dense_side
         Fusion(None, small, 0.5, None).parts("distractor")[0])
 
 
+def test_a_memory_in_another_language_is_not_outvoted_by_a_word_the_keyword_side_can_read():
+    """*Another language* (fusion.py): the keyword side cannot read the question's English answer; its say is
+    scaled by the share of the dense side's evidence on memories it can read, so a Chinese memory sharing a word
+    with a Chinese question does not outvote the dense side's English best. In one language nothing changes."""
+    import numpy as np
+
+    from vecmem.retrieval.fusion import Fusion
+    from vecmem.retrieval.index.views import KeywordResult
+    from vecmem.retrieval.relevance import CohortStats
+
+    cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35), "zh": CohortStats(mean=0.2, spread=0.1, bar=0.35)}
+    keyword = KeywordResult([("zh-word", 2.0)], 2.0, {"zh-word": 0, "en-answer": 1}, np.array([2.0, 0.0]), 2.0)
+    dense = {"en-answer": 0.5, "zh-word": 0.4}  # z 3 and 2
+    mixed = {"en-answer": "en", "zh-word": "zh"}
+    fusion = Fusion(dense, keyword, 0.5, cohort, languages=mixed, asked_in="zh")
+    assert fusion.parts("en-answer")[0] > fusion.parts("zh-word")[0]
+    before = Fusion(dense, keyword, 0.5, cohort, languages=mixed)  # no query language: as before this rule
+    assert before.parts("zh-word")[0] > before.parts("en-answer")[0]
+    one_language = {"en-answer": "zh", "zh-word": "zh"}
+    assert (Fusion(dense, keyword, 0.5, cohort, languages=one_language, asked_in="zh").parts("zh-word")
+            == Fusion(dense, keyword, 0.5, cohort, languages=one_language).parts("zh-word"))
+
+
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
 def test_modes(make_bank, similarity_only, mode):
     bank = make_bank(settings=similarity_only.with_changes(search_mode=mode))

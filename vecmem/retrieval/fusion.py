@@ -22,7 +22,8 @@ Each side then weighs as much as it is *informative* for this query, so an empty
   *Why retrieval is built as it is*);
 * the keyword side by the best match's keyword relevance: its BM25 over the score that is full evidence for the
   query (relevance.keyword_scale), capped at 1; 0 when nothing matched. Beside a dense side, no more than that
-  match's standing above chance (*One scale of chance*).
+  match's standing above chance (*One scale of chance*), and scaled by the share of the dense side's evidence on
+  memories it can read (*Another language*).
 
 **One scale of chance.** The dense side's informativeness says how unlikely its best cosine would be for an
 unrelated memory; the keyword side's share of full evidence does not: in a store of 60 memories a term one or two
@@ -37,9 +38,16 @@ and a Chinese query) leaves the keyword side its share, and the standing never r
 make nearly any match improbable; taken at that, the keyword side outvoted the dense side on English
 MADial-Bench). In a store of thousands a term a few memories hold stands above CERTAIN_Z, so large stores rank as
 they did; in a store of five, a word one memory holds stands at z 1.3 and says little against a dense side sure
-of another memory. A memory in the other language than the question's still counts as one the keyword side
-judged unrelated, though it could hold none of the question's terms: judged by its dense side alone instead, it
-displaced same-language answers (docs/benchmarks.md, *Fusion on one scale of chance*).
+of another memory.
+
+**Another language.** The keyword side reads the query's language only: a memory in the other language
+(calibration.language) can hold none of the query's terms but a Latin name or number, so the side's zero there is
+no judgement of it. Its say against the dense side is therefore also scaled by the share of the dense side's
+evidence that falls on memories it can read (in the query's language, or holding one of its terms): where the dense
+side points at a Chinese question's English memory, a Chinese memory sharing one word with the question no longer
+outvotes it, and a store in one language ranks exactly as before. Judging such memories by the dense side alone
+instead (the keyword side abstaining for them) let them displace same-language answers that share no term either
+(docs/benchmarks.md, *Fusion on one scale of chance*).
 
 **Coverage** (``VECMEM_KEYWORD_COVERAGE``, off by default: it cost LoCoMo 2 points of R@10 under the default
 blend). Beside a dense side, a question's keyword matches also count by how much of it they cover: the
@@ -48,8 +56,9 @@ side's informativeness is scaled by the coverage of its best-covering match (sco
 coverage), and each match counts by its score and coverage relative to that match, so the best one keeps keyword
 mode's evidence. One unit of evidence is enough to count as relevant (relevance.py), but a question that shares
 one everyday word (用, 喜欢, "use") with a distractor and none with its memory must not outvote the dense side's
-clear match: coverage narrows what *One scale of chance* leaves of that gap on the paraphrase set, at LoCoMo's
-cost in every form tried (docs/benchmarks.md, *Fusion on one scale of chance*). A dialogue-shaped query is not weighed so (no memory covers a whole conversation: doing so cost MADial-Bench up to
+clear match: coverage narrows what *One scale of chance* and *Another language* leave of that gap on the
+paraphrase set, at LoCoMo's cost in every form tried (docs/benchmarks.md, *Fusion on one scale of chance*). A
+dialogue-shaped query is not weighed so (no memory covers a whole conversation: doing so cost MADial-Bench up to
 3 points), and keyword mode is unchanged. The forms tried: docs/benchmarks.md, *A second dense view*.
 
 Each side's evidence is its scaled score times its informativeness (``a·side``; the keyword side's, in hybrid,
@@ -121,14 +130,16 @@ class Fusion:
     """One query's similarity of each candidate and its relevance (module docstring). ``dense``: cosines of the
     candidates (all of them, so the best is known); ``cohort``: the query's cosines with the cohort, summed up.
     ``second``: the second dense view's cosines of the candidates and its own cohort's (*The second view*).
-    ``covering``: weigh keyword matches by their coverage of the query (a question; not a dialogue, *Coverage*)."""
+    ``covering``: weigh keyword matches by their coverage of the query (a question; not a dialogue, *Coverage*).
+    ``asked_in``: the query's language (calibration.language), the only one the keyword side reads (*Another
+    language*); None: every memory taken as read."""
 
     def __init__(self, dense: dict[str, float] | None, keyword: KeywordResult | None, dense_weight: float,
                  cohort: Mapping[str, CohortStats] | None = None, dates: Mapping[str, float] | None = None,
                  languages: Mapping[str, str] | None = None, anchors: Mapping[str, Anchors] | None = None,
                  unreadable: frozenset[str] = frozenset(),
                  second: tuple[dict[str, float], Mapping[str, CohortStats]] | None = None,
-                 covering: bool = True) -> None:
+                 covering: bool = True, asked_in: str | None = None) -> None:
         self.dates = dates  # each candidate's closeness to the query's time window, when it names one
         self.dense = dense
         self.keyword = keyword
@@ -160,6 +171,10 @@ class Fusion:
             standing = _keyword_standing(keyword)
             if standing is not None and standing < keyword_share:
                 keyword_share -= dense_share * (keyword_share - standing)
+            # nor more than the share of the dense side's evidence that falls on memories it can read (module
+            # docstring, *Another language*)
+            if asked_in is not None and dense is not None:
+                keyword_share *= _readable_share(views, inside, dense, keyword, self.languages, asked_in)
         # beside a dense side, a question's keyword matches count by how much of it they cover too (module
         # docstring, *Coverage*): the side's say against the dense side is scaled by the coverage of its
         # best-covering match, and each match counts by its score and coverage relative to that one
@@ -221,6 +236,19 @@ class Fusion:
 
 def _chance(cohort: Mapping[str, CohortStats], languages: Mapping[str, str], memory_id: str) -> CohortStats:
     return cohort.get(languages.get(memory_id, "en")) or next(iter(cohort.values()))
+
+
+def _readable_share(views: list[_DenseView], inside: list[float], candidates: Mapping[str, float],
+                    keyword: KeywordResult, languages: Mapping[str, str], asked_in: str) -> float:
+    """The share of the dense side's evidence (module docstring) that falls on candidates the keyword side can
+    read: in the query's language, or holding one of its terms; 1 where the dense side has none."""
+    total = readable = 0.0
+    for memory_id in candidates:
+        evidence = sum(part * view.scaled(memory_id) for view, part in zip(views, inside, strict=True))
+        total += evidence
+        if languages.get(memory_id, "en") == asked_in or keyword.score_of(memory_id) > 0:
+            readable += evidence
+    return readable / total if total > 0 else 1.0
 
 
 def _keyword_standing(keyword: KeywordResult) -> float | None:

@@ -201,7 +201,7 @@ class Retriever:
         fusions = [Fusion(None if side.vector is None else side.dense, side.keyword, settings.dense_weight,
                           None if side.vector is None else self._cohort.stats(side.vector), dates, languages,
                           anchors, unreadable, self._second_side(side, snapshot, candidates),
-                          covering=settings.keyword_coverage and part.utterances is None)
+                          covering=settings.keyword_coverage and part.utterances is None, asked_in=asked_in)
                    for part, side in zip(parsed.asked, sides, strict=True)]
         fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
