@@ -82,20 +82,20 @@ def test_a_match_on_a_small_part_of_the_query_weighs_little_against_the_dense_si
     assert fusion.parts("answer")[0] > fusion.parts("distractor")[0]
 
 
-def _one_term_match(documents: int) -> tuple[object, dict[str, float]]:
-    """A question sharing one term with a distractor, a term one other memory of ``documents`` holds too, and a
-    dense side whose clear best is the memory asked about."""
+def _one_term_match(documents: int | None):
+    """A question sharing one term with a distractor, a term one other memory of ``documents`` holds too (None:
+    the frequencies not known)."""
     import numpy as np
 
     from vecmem.retrieval.index.views import KeywordResult
 
-    keyword = KeywordResult([("distractor", 2.0)], 2.0, {"distractor": 0, "answer": 1}, np.array([2.0, 0.0]), 2.0,
-                            {"like": 2.0}, {"distractor": ["like", "tea"], "answer": ["jazz", "piano"]}.get,
-                            {"like": 2, "music": 0}, documents)  # "like": the distractor's and one memory's more
-    return keyword, {"answer": 0.5, "distractor": 0.4}  # z 3 and 2 over the cohort below
+    frequencies = None if documents is None else {"like": 2, "music": 0}  # "like": the distractor's and one more
+    return KeywordResult([("distractor", 2.0)], 2.0, {"distractor": 0, "answer": 1}, np.array([2.0, 0.0]), 2.0,
+                         {"like": 2.0}, {"distractor": ["like", "tea"], "answer": ["jazz", "piano"]}.get,
+                         frequencies, documents or 0)
 
 
-def test_a_match_chance_explains_weighs_little_against_an_informative_dense_side():
+def test_a_match_that_chance_could_explain_weighs_little_against_an_informative_dense_side():
     """*One scale of chance* (fusion.py): in a store of 60 memories a term two of them hold is nearly a full unit
     of keyword evidence, yet an unrelated memory holds it one time in 40 (1.5 of the 60); against a dense side whose
     best stands three spreads above chance it stands at z 2.0, so the dense side's clear match stays first. In a
@@ -104,14 +104,13 @@ def test_a_match_chance_explains_weighs_little_against_an_informative_dense_side
     from vecmem.retrieval.relevance import CohortStats
 
     cohort = {"en": CohortStats(mean=0.2, spread=0.1, bar=0.35)}
-    small, dense = _one_term_match(60)
+    dense = {"answer": 0.5, "distractor": 0.4}  # z 3 and 2: the dense side's clear best is the memory asked about
+    small = _one_term_match(60)
     fusion = Fusion(dense, small, 0.5, cohort)
     assert fusion.parts("answer")[0] > fusion.parts("distractor")[0]
-    large, _ = _one_term_match(100_000)
-    fusion = Fusion(dense, large, 0.5, cohort)
+    fusion = Fusion(dense, _one_term_match(100_000), 0.5, cohort)
     assert fusion.parts("distractor")[0] > fusion.parts("answer")[0]
-    unknown = Fusion(dense, type(small)(small.top, small.best, {"distractor": 0, "answer": 1}, small._scores, 2.0),
-                     0.5, cohort)  # no chances known: the share of full evidence, as before
+    unknown = Fusion(dense, _one_term_match(None), 0.5, cohort)  # no frequencies: the share of full evidence
     assert unknown.parts("distractor")[0] == pytest.approx(fusion.parts("distractor")[0])
     flat = {"answer": 0.3, "distractor": 0.25}  # the dense side says nothing (z 1): the keyword side keeps its say
     assert Fusion(flat, small, 0.5, cohort).parts("distractor")[0] == pytest.approx(
