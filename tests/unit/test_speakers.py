@@ -74,11 +74,5 @@ def test_a_question_about_a_speaker_finds_her_turn_before_turns_addressed_to_her
     said("Tom", "Hey Priya! Was the choir audition good?")
     said("Tom", "Oh Priya, tell me about the choir audition!")
     said("Tom", "I painted a lighthouse with the kids.")
-    # a conversation long enough that a name one turn holds is evidence, not what one turn in four holds by chance
-    # (fusion.py, *One scale of chance*: in hybrid it is weighed against the fake model's hashes)
-    for topic in ("the garden", "my bike", "the rain", "a new recipe", "the museum", "our trip", "the match",
-                  "a podcast", "the neighbours", "my sister", "the bakery", "a long week"):
-        said("Tom", f"Let me tell you about {topic}.")
-        said("Priya", f"Oh, I would love to hear about {topic}.")
     (hit,) = bank.search("When did Priya go to the choir audition?", 1)
     assert hit.id == hers.id

@@ -21,33 +21,20 @@ Each side then weighs as much as it is *informative* for this query, so an empty
   Chinese: the side drops out), an English one's well above (the mean z of each benchmark: docs/benchmarks.md,
   *Why retrieval is built as it is*);
 * the keyword side by the best match's keyword relevance: its BM25 over the score that is full evidence for the
-  query (relevance.keyword_scale), capped at 1; 0 when nothing matched. Beside a dense side, no more than that
-  match's standing above chance (*One scale of chance*), and scaled by the share of the dense side's evidence on
-  memories it can read (*Another language*).
-
-**One scale of chance.** The dense side's informativeness says how unlikely its best cosine would be for an
-unrelated memory; the keyword side's share of full evidence does not: in a store of 60 memories a term one or two
-of them hold is nearly a full unit, though an unrelated memory holds it one time in 40. A question that shares
-"like", "play" or 喜欢 with a distractor then outvoted the dense side's clear match. So the keyword side's best
-match also gets a standing on the dense side's scale: the chance that an unrelated memory holds every query term
-it holds (each term's rate among the user's *other* memories, Jeffreys' half a memory either way, the terms taken
-as independent: ``KeywordResult.chance_of``), read as the z of that one-sided p and ramped between the same
-CHANCE_Z and CERTAIN_Z. Where that standing is below the share of full evidence, the side's informativeness is
-lowered by the difference times the dense side's informativeness: a dense side that says nothing (all-MiniLM-L6-v2
-and a Chinese query) leaves the keyword side its share, and the standing never raises it (a dialogue's many terms
-make nearly any match improbable; taken at that, the keyword side outvoted the dense side on English
-MADial-Bench). In a store of thousands a term a few memories hold stands above CERTAIN_Z, so large stores rank as
-they did; in a store of five, a word one memory holds stands at z 1.3 and says little against a dense side sure
-of another memory.
+  query (relevance.keyword_scale), capped at 1; 0 when nothing matched. Beside a dense side, scaled by the share
+  of the dense side's evidence on memories it can read (*Another language*).
 
 **Another language.** The keyword side reads the query's language only: a memory in the other language
 (calibration.language) can hold none of the query's terms but a Latin name or number, so the side's zero there is
-no judgement of it. Its say against the dense side is therefore also scaled by the share of the dense side's
+no judgement of it. Its say against the dense side is therefore scaled by the share of the dense side's
 evidence that falls on memories it can read (in the query's language, or holding one of its terms): where the dense
 side points at a Chinese question's English memory, a Chinese memory sharing one word with the question no longer
 outvotes it, and a store in one language ranks exactly as before. Judging such memories by the dense side alone
-instead (the keyword side abstaining for them) let them displace same-language answers that share no term either
-(docs/benchmarks.md, *Fusion on one scale of chance*).
+instead (the keyword side abstaining for them) let them displace same-language answers that share no term either;
+weighing the keyword side's best match also by its standing above chance in the user's memories (the chance an
+unrelated memory holds its terms, on the dense side's z scale) lifted the paraphrase set further but muted
+distinctive words in stores of a few dozen memories (docs/benchmarks.md, *Fusion by what the keyword side can
+read*).
 
 **Coverage** (``VECMEM_KEYWORD_COVERAGE``, off by default: it cost LoCoMo 2 points of R@10 under the default
 blend). Beside a dense side, a question's keyword matches also count by how much of it they cover: the
@@ -56,8 +43,8 @@ side's informativeness is scaled by the coverage of its best-covering match (sco
 coverage), and each match counts by its score and coverage relative to that match, so the best one keeps keyword
 mode's evidence. One unit of evidence is enough to count as relevant (relevance.py), but a question that shares
 one everyday word (用, 喜欢, "use") with a distractor and none with its memory must not outvote the dense side's
-clear match: coverage narrows what *One scale of chance* and *Another language* leave of that gap on the
-paraphrase set, at LoCoMo's cost in every form tried (docs/benchmarks.md, *Fusion on one scale of chance*). A
+clear match: coverage narrows what *Another language* leaves of that gap on the paraphrase set, at LoCoMo's
+cost in every form tried (docs/benchmarks.md, *Fusion by what the keyword side can read*). A
 dialogue-shaped query is not weighed so (no memory covers a whole conversation: doing so cost MADial-Bench up to
 3 points), and keyword mode is unchanged. The forms tried: docs/benchmarks.md, *A second dense view*.
 
@@ -108,7 +95,6 @@ as it is*; of the second view: *A second dense view*.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from statistics import NormalDist
 
 import numpy as np
 
@@ -119,7 +105,6 @@ from vecmem.retrieval.relevance import CohortStats, dense_relevance
 __all__ = ["DATE_SHARE", "SECOND_VIEW_SHARE", "Fusion", "Fusions", "cosine"]
 
 CHANCE_Z, CERTAIN_Z = 1.0, 3.0  # the dense side's informativeness ramps from 0 to 1 between these (docstring)
-_SMALLEST_CHANCE = 1e-12  # a chance read as a z: far beyond CERTAIN_Z, and 1 - it still below 1.0 in a float
 DATE_SHARE = 0.5  # how much of a memory's similarity rests on the date the query names (docstring)
 # the second dense view's part of the dense side's weight (docstring, *The second view*): 0.25 cost LoCoMo 0.7 point
 # of R@5 and lifted MADial-Bench 1.3 (zh) and 1.8 (en); 0.5 cost LoCoMo 2.9 and lifted them 2.9 and 0.5
@@ -165,16 +150,10 @@ class Fusion:
                   for prior, view in zip(priors, views, strict=True)]  # each view's part of the dense evidence
         dense_share = sum(inside)  # = Σ p·a² / Σ p·a: the dense side's informativeness
         keyword_share = _keyword_share(keyword) if keyword is not None else 0.0
-        if keyword is not None and views:
-            # against an informative dense side the keyword side says no more than its best match's standing above
-            # chance, measured as the dense side's is (module docstring, *One scale of chance*)
-            standing = _keyword_standing(keyword)
-            if standing is not None and standing < keyword_share:
-                keyword_share -= dense_share * (keyword_share - standing)
-            # nor more than the share of the dense side's evidence that falls on memories it can read (module
+        if keyword is not None and views and asked_in is not None and dense is not None:
+            # scaled by the share of the dense side's evidence that falls on memories it can read (module
             # docstring, *Another language*)
-            if asked_in is not None and dense is not None:
-                keyword_share *= _readable_share(views, inside, dense, keyword, self.languages, asked_in)
+            keyword_share *= _readable_share(views, inside, dense, keyword, self.languages, asked_in)
         # beside a dense side, a question's keyword matches count by how much of it they cover too (module
         # docstring, *Coverage*): the side's say against the dense side is scaled by the coverage of its
         # best-covering match, and each match counts by its score and coverage relative to that one
@@ -249,21 +228,6 @@ def _readable_share(views: list[_DenseView], inside: list[float], candidates: Ma
         if languages.get(memory_id, "en") == asked_in or keyword.score_of(memory_id) > 0:
             readable += evidence
     return readable / total if total > 0 else 1.0
-
-
-def _keyword_standing(keyword: KeywordResult) -> float | None:
-    """How informative the keyword side's best match is on the dense side's scale (module docstring, *One scale of
-    chance*): the chance that an unrelated memory holds the query terms it holds, read as the z of that one-sided
-    p and ramped from CHANCE_Z to CERTAIN_Z as the dense side's z is; None where the chance is not known."""
-    if not keyword.top:
-        return 0.0
-    chance = keyword.chance_of(keyword.top[0][0])
-    if chance is None:
-        return None
-    if chance >= 0.5:
-        return 0.0
-    z = NormalDist().inv_cdf(1.0 - max(chance, _SMALLEST_CHANCE))
-    return min(1.0, max(0.0, (z - CHANCE_Z) / (CERTAIN_Z - CHANCE_Z)))
 
 
 def _keyword_share(keyword: KeywordResult) -> float:

@@ -166,8 +166,7 @@ class IndexSnapshot:
         mass: dict[str, float] = {}  # each query term's weight in the query: coverage (views.KeywordResult)
         for token, df, share in terms:
             mass[token] = mass.get(token, 0.0) + share * idf(df, documents)
-        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale, mass, self.tokens_of,
-                             {token: df for token, df, _ in terms}, self.main_size)
+        return KeywordResult(top, top[0][1] if top else 0.0, self.slots, total, scale, mass, self.tokens_of)
 
     def tokens_of(self, memory_id: str) -> tuple[str, ...] | None:
         """The keyword tokens this snapshot holds for a memory, or None when it holds none for it."""

@@ -123,8 +123,7 @@ class KeywordResult:
 
     def __init__(self, top: list[tuple[str, float]], best: float, lookup: Mapping[str, int], scores: np.ndarray,
                  scale: float = 0.0, terms: Mapping[str, float] | None = None,
-                 tokens_of: Callable[[str], Sequence[str] | None] | None = None,
-                 frequencies: Mapping[str, int] | None = None, documents: int = 0) -> None:
+                 tokens_of: Callable[[str], Sequence[str] | None] | None = None) -> None:
         self.top = top  # the best-scoring visible memories, best first
         self.best = best  # the highest visible score (0 when nothing matched)
         self.scale = scale  # the score that is full keyword evidence for this query (relevance.keyword_scale)
@@ -135,23 +134,6 @@ class KeywordResult:
         self._terms = terms or {}
         self._mass = sum(self._terms.values())
         self._tokens_of = tokens_of
-        # each query term's document frequency among the ``documents`` memories the index's statistics count
-        self._frequencies, self._documents = frequencies or {}, documents
-
-    def chance_of(self, memory_id: str) -> float | None:
-        """How likely an unrelated memory is to hold every query term this one holds: the product (as if the terms
-        were independent) of each term's rate among the other memories, with Jeffreys' half a memory either way
-        (this one holds them all by being chosen, so it is no evidence of how common they are); None when the
-        memory's tokens or the terms' frequencies are not known."""
-        tokens = None if self._tokens_of is None or self._documents < 1 else self._tokens_of(memory_id)
-        if tokens is None:
-            return None
-        held = set(tokens)
-        chance = 1.0
-        for term, frequency in self._frequencies.items():
-            if term in held:
-                chance *= (max(frequency - 1, 0) + 0.5) / self._documents
-        return chance
 
     def coverage_of(self, memory_id: str) -> float:
         """The share of the query's terms, each by its weight, that the memory holds (1 when unknown): a match on
