@@ -317,15 +317,16 @@ def _keys_action(ctx: Context, store: KeyStore) -> int:
 def mcp(ctx: Context) -> int:
     from vecmem.interfaces.mcp_server import create_server, warm_start  # the MCP SDK only for this command
     from vecmem.interfaces.owner.handover import long_running_bank
-    from vecmem.interfaces.stopping import serve_until_stopped, stops_cleanly
+    from vecmem.interfaces.stopping import run_loop, serve_until_stopped, stops_cleanly
 
     # the end of stdin (the client closed it), SIGTERM and Ctrl-C all stop it the same way: the warm-up joined
-    # (it may be inside the model's native code: see stopping.py), then the bank closed, then exit status 0
+    # (it may be inside the model's native code: see stopping.py), then the bank closed, then exit status 0; the
+    # SDK's stdio transport in a loop whose closing no stop can interrupt (``run_loop``), not the SDK's run()
     with stops_cleanly(), long_running_bank(ctx.settings(), program="vecmem mcp", factory=ctx.bank_factory) as bank:
         server = create_server(bank)
         warming = warm_start(bank)
         try:
-            serve_until_stopped(lambda: server.run("stdio"))
+            serve_until_stopped(lambda: run_loop(server.run_stdio_async))
         finally:
             warming.join()
     return EXIT_OK
