@@ -42,6 +42,7 @@ not four per user. ``VECMEM_CACHE_MB`` budgets vecmem's own caches.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -78,6 +79,7 @@ from vecmem.storage.state.changes import ChangeFeed
 __all__ = ["ChromaStore", "where_clause"]
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_SERVER_SEGMENT_PAUSE_S = 0.2  # before a server's unreadable segment is read once more (``_worth_again``)
 
 
 def _mending(method: _Method) -> _Method:
@@ -201,10 +203,18 @@ class ChromaStore:
 
     def _worth_again(self, exc: StoreError, user_ids: Sequence[str], rebuilds: int) -> bool:
         """Whether a call that raised ``exc`` is worth running once more: a collection was rebuilt since it began
-        (``rebuilds``: the layout's count then), or one it touched was torn and is rebuilt now."""
+        (``rebuilds``: the layout's count then), one it touched was torn and is rebuilt now, or a Chroma server could
+        not read a segment (there is nothing to mend from here, and a server under concurrent writes answers a
+        search with "Error creating hnsw segment reader: Nothing found on disk" now and then, chroma-core/chroma#4212:
+        once more, a moment later)."""
         with self._layout.writing:  # a rebuild under way in another thread (it holds this) has counted once done
             rebuilt_since = self._layout.rebuilds != rebuilds
-        return rebuilt_since or (may_be_torn(exc) and self._mend(user_ids))
+        if rebuilt_since or not may_be_torn(exc):
+            return rebuilt_since
+        if self._folder is None:
+            time.sleep(_SERVER_SEGMENT_PAUSE_S)
+            return True
+        return self._mend(user_ids)
 
     def _mend(self, user_ids: Sequence[str]) -> bool:
         """Rebuild the torn collections that hold these users' memories; whether they read now, so the failed call
