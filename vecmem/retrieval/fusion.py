@@ -220,7 +220,10 @@ def _chance(cohort: Mapping[str, CohortStats], languages: Mapping[str, str], mem
 def _readable_share(views: list[_DenseView], inside: list[float], candidates: Mapping[str, float],
                     keyword: KeywordResult, languages: Mapping[str, str], asked_in: str) -> float:
     """The share of the dense side's evidence (module docstring) that falls on candidates the keyword side can
-    read: in the query's language, or holding one of its terms; 1 where the dense side has none."""
+    read: in the query's language, or holding one of its terms; 1 where the dense side has none, or where every
+    candidate is one it can read (a store in one language: no evidence is summed)."""
+    if all(languages.get(memory_id, "en") == asked_in or keyword.score_of(memory_id) > 0 for memory_id in candidates):
+        return 1.0
     total = readable = 0.0
     for memory_id in candidates:
         evidence = sum(part * view.scaled(memory_id) for view, part in zip(views, inside, strict=True))

@@ -138,12 +138,14 @@ def _one_row(key: Callable[[Any], Any]) -> _Rest:
 
 
 def _page_rest(page: tuple[list[str], np.ndarray], given: set[Any]) -> tuple[list[str], np.ndarray] | None:
-    """``rest`` for a page of (ids, vectors)."""
+    """``rest`` for a page of (ids, vectors); a page none of whose rows was given (every page of a read that did
+    not fail) is passed on without a row-by-row copy."""
     ids, matrix = page
+    if given.isdisjoint(ids):
+        given.update(ids)
+        return page
     keep = [i for i, memory_id in enumerate(ids) if memory_id not in given]
     given.update(ids)
-    if len(keep) == len(ids):
-        return page
     return ([ids[i] for i in keep], matrix[keep]) if keep else None
 
 
