@@ -105,6 +105,39 @@ def test_a_memory_in_another_language_is_not_outvoted_by_a_word_the_keyword_side
             == Fusion(dense, keyword, 0.5, cohort, languages=one_language).parts("zh-word"))
 
 
+def test_similarity_is_measured_from_the_typical_candidate():
+    """*Against the typical candidate* (fusion.py): the best keeps its similarity, the median candidate scores 0,
+    the order above it is kept, and the specified blend no longer lets a slightly newer memory the query barely
+    prefers to the typical one overtake its best match."""
+    from vecmem import RankWeights
+    from vecmem.retrieval.fusion import Typical
+    from vecmem.retrieval.rank import score
+
+    class Fused:  # a query's fusion, as Typical reads it: similarity, cosine, keyword part
+        def __init__(self, similarities):
+            self.similarities = similarities
+
+        def parts(self, memory_id):
+            return self.similarities[memory_id], 0.5, None
+
+        def relevance(self, memory_id):
+            return 0.25
+
+    # a conversation's turns as multilingual-e5-small sees them: every candidate near the best
+    fused = Fused({"answer": 0.9, "newer": 0.8, "typical": 0.75, "other": 0.72, "far": 0.7})
+    typical = Typical(fused, list(fused.similarities))
+    assert typical.parts("answer") == (pytest.approx(0.9), 0.5, None)
+    assert typical.parts("newer")[0] == pytest.approx(0.9 * 0.05 / 0.15)
+    assert typical.parts("typical")[0] == typical.parts("other")[0] == typical.parts("far")[0] == 0.0
+    assert typical.relevance("far") == 0.25  # the relevance floor's measure is not touched
+    blend = RankWeights(0.6, 0.2, 0.2)
+    old, new = (0.2, 0.5), (0.6, 0.5)  # (recency, importance): the answer is months older
+    assert score(fused.parts("newer")[0], *new, blend) > score(fused.parts("answer")[0], *old, blend)
+    assert score(typical.parts("answer")[0], *old, blend) > score(typical.parts("newer")[0], *new, blend)
+    two = Typical(Fused({"a": 0.9, "b": 0.8}), ["a", "b"])  # fewer than three candidates: nothing to measure from
+    assert two.parts("b")[0] == 0.8
+
+
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
 def test_modes(make_bank, similarity_only, mode):
     bank = make_bank(settings=similarity_only.with_changes(search_mode=mode))

@@ -30,7 +30,7 @@ from vecmem.errors import StoreError
 from vecmem.models import Hit, MemoryFilter, MemoryRecord
 from vecmem.retrieval.embedding.calibration import LANGUAGES, Anchors, language, pair_of
 from vecmem.retrieval.embedding.embedders import Embedder, second_view_embedder
-from vecmem.retrieval.fusion import Fusion, Fusions, cosine
+from vecmem.retrieval.fusion import Fusion, Fusions, Typical, cosine
 from vecmem.retrieval.index.held import HeldVectors
 from vecmem.retrieval.index.keyword import FilterView, KeywordIndex, KeywordResult
 from vecmem.retrieval.index.replica import Replicas, Snapshot, UserCopy
@@ -203,7 +203,9 @@ class Retriever:
                           anchors, unreadable, self._second_side(side, snapshot, candidates),
                           covering=settings.keyword_coverage and part.utterances is None, asked_in=asked_in)
                    for part, side in zip(parsed.asked, sides, strict=True)]
-        fusion = fusions[0] if len(fusions) == 1 else Fusions(fusions)
+        # the similarity the reranker weighs, measured from the typical candidate (fusion.py, *Against the typical
+        # candidate*)
+        fusion = Typical(fusions[0] if len(fusions) == 1 else Fusions(fusions), candidates)
         used = self.access.lookup(user, candidates)  # one read for the ranking and the records returned
         ranked = self._preselect(candidates, fusion, view, now, used, window)
         pairs: list[tuple[MemoryRecord, float]] = []
@@ -306,7 +308,7 @@ class Retriever:
                                                sizes=view.type_sizes)
             dense.update(zip(ids, cosines, strict=True))
 
-    def _preselect(self, candidates: list[str], fusion: Fusion | Fusions, view: FilterView, now: datetime,
+    def _preselect(self, candidates: list[str], fusion: Typical, view: FilterView, now: datetime,
                    used: Mapping[str, tuple[int, float]], window: TimeWindow | None = None) -> list[str]:
         """The candidates, best first by the reranker's own score computed from the in-memory catalogue and
         the access statistics (``used``), so that only the best few are fetched from Chroma."""
