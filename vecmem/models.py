@@ -291,8 +291,9 @@ class MemoryFilter:
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved memory with the parts of its score: score = w_s·similarity + max(1 - similarity, 0.2)·
-    (w_r·recency + w_i·importance). ``similarity``: from chance (0) to the query's best evidence (retrieval/fusion.py), relative to
+    """One retrieved memory with the parts of its score: score = w_s·similarity + w_r·recency + w_i·importance
+    (gated: the priors times max(1 - similarity, 0.2), retrieval/rank.py). ``similarity``: from the query's typical
+    candidate (0) to its best evidence (retrieval/fusion.py), relative to
     its own query (``closeness`` compares across queries); in hybrid mode it fuses ``dense`` (cosine) and
     ``keyword`` (BM25 relative to the query's best keyword match); either is None when its side did not run. ``relevance`` (retrieval/relevance.py) is how much the
     memory has to do with the query whatever the mode and language, in [0, 1]: what the relevance floor of a

@@ -10,8 +10,9 @@ the query points at almost alike are still told apart by the priors, the newer f
 query points at (similarity 0) scores the same either way. ``make eval`` reports both blends on every benchmark
 (docs/benchmarks.md, "Recall, measured").
 
-* similarity: how much the query points at the memory, per query from chance (0) to the query's best
-  evidence (retrieval/fusion.py), in [0, 1];
+* similarity: how much the query points at the memory, per query from its typical candidate (0) to its best
+  evidence (retrieval/fusion.py, *Against the typical candidate*: so that these fixed weights mean the same in
+  every store and with every model), in [0, 1];
 * recency: ``exp(-λ·days)`` with days counted from the later of created_at and last_accessed, so a memory
   that keeps being used stays fresh (λ = 0.01 per day by default: a half-life of about 69 days);
 * importance: the memory's importance in [0, 1] times its confidence, so a memory a model extracted with
