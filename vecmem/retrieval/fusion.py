@@ -88,11 +88,12 @@ nothing for a query (a flat one) adds nothing and takes nothing away. The dense 
 as above. Relevance (the prompt's floor) stays the store's model's and the keyword side's: the floor was
 calibrated on them.
 
-**Against the typical candidate.** The similarity the reranker weighs (rank.py) is finally measured from the
-query's typical candidate (the median of its candidates' similarities: 0) to its best (which keeps its own
+**Against the typical candidate.** As a last step, the similarity the reranker weighs (rank.py) is measured from
+the query's typical candidate (the median of its candidates' similarities: 0) to its best (which keeps its own
 similarity, so a query whose evidence is weak stays weak): ``best·(s - typical) / (best - typical)``, 0 below the
-typical one (``Typical``). Candidates are the nearest few dozen memories by either side, and all but a handful are
-no answer, so the typical one says what a memory this query is not about scores among the ones it finds. The
+typical one (``Typical``). Candidates are the nearest few dozen memories by either side (more for a larger k), and
+all but a handful are no answer, so the typical one says what a memory this query is not about scores among the
+ones it finds. The
 specified blend adds recency and importance to the similarity with fixed weights, and for those weights to mean
 the same in every store, the similarity has to spread a query's candidates alike. Without this it did not:
 multilingual-e5-small gives every turn of one conversation (the same two speakers, the same style) a standing far
