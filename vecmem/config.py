@@ -324,7 +324,9 @@ class Settings:
     recency_decay_per_day: float = setting("VECMEM_RECENCY_DECAY", 0.01, _number, _non_negative)
     # candidates fetched per requested hit before reranking
     overfetch_factor: int = setting("VECMEM_OVERFETCH", 4, _integer, _at_least(1))
-    min_candidates: int = setting("VECMEM_MIN_CANDIDATES", 20, _integer, _at_least(1))
+    # the fewest: a search of k <= 10 ranks one pool of candidates, so its top is the same whatever its k (the
+    # similarity is measured from the pool's typical candidate, retrieval/fusion.py)
+    min_candidates: int = setting("VECMEM_MIN_CANDIDATES", 40, _integer, _at_least(1))
     context_tokens: int = setting("VECMEM_CONTEXT_TOKENS", 8192, _integer, _at_least(MIN_CONTEXT_TOKENS))
     shares: BudgetShares = field(default_factory=BudgetShares, metadata=_group(BudgetShares))
     tokenizer: str = setting("VECMEM_TOKENIZER", "cl100k_base", _text, _non_empty)

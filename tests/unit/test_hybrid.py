@@ -138,6 +138,23 @@ def test_similarity_is_measured_from_the_typical_candidate():
     assert two.parts("b")[0] == 0.8
 
 
+def test_a_search_of_fewer_hits_gives_the_top_of_a_search_of_more(make_bank, settings):
+    """Every search of k <= 10 ranks one pool of candidates (VECMEM_MIN_CANDIDATES), so under the default blend,
+    whose similarity is measured from the pool's typical candidate, asking for 5 gives the first 5 of asking for 10."""
+    from datetime import UTC, datetime, timedelta
+
+    from vecmem.models import MemoryRecord
+
+    bank = make_bank()
+    topics = ["tea", "coffee", "hiking", "python", "rust", "garden", "piano", "chess", "sailing", "bread"]
+    now = datetime.now(UTC)
+    bank.add_records([MemoryRecord(id=f"m{i}", user_id=bank.settings.default_user, importance=(i % 7) / 7,
+                                   content=f"the user talked about {topics[i % 10]} and {topics[i * 3 % 10]}, day {i}",
+                                   created_at=now - timedelta(days=3 * i)) for i in range(60)])
+    for query in ("what about tea and hiking?", "python or rust", "day 7 chess"):
+        assert [hit.id for hit in bank.search(query, 5)] == [hit.id for hit in bank.search(query, 10)][:5]
+
+
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
 def test_modes(make_bank, similarity_only, mode):
     bank = make_bank(settings=similarity_only.with_changes(search_mode=mode))
