@@ -11,6 +11,7 @@ import vecmem.storage.state.changes as changes_module
 from tests.conftest import FakeEmbedder
 from vecmem.errors import StoreError
 from vecmem.storage.chroma import batch as chroma_batch
+from vecmem.storage.chroma import store as chroma_store
 from vecmem.storage.chroma.repair import may_be_torn
 from vecmem.storage.chroma.rows import to_metadata
 from vecmem.storage.state.changes import ChangeFeed
@@ -170,6 +171,33 @@ def test_a_call_that_met_a_segment_another_thread_already_rebuilt_runs_again(mak
 
     monkeypatch.setattr(store, "refresh", torn_once)
     assert store.count("default") == 1
+
+
+@pytest.mark.chroma
+def test_a_read_that_fails_on_a_sound_segment_twice_in_a_row_is_run_again_a_moment_later(make_bank, monkeypatch):
+    """An embedded read under the process's own writes met "Error getting embedding", and the check of the
+    segment that followed at once met it again though its files were sound: no tear to mend, so the call is run
+    once more after a pause, as a server's is, and a failure that persists is raised then."""
+    bank = make_bank()
+    bank.add("the user keeps bees", memory_id="bee")
+    store, refresh = bank._store, bank._store.refresh
+    failing = {"reads": 1}
+
+    def unreadable_for_a_moment(user_id):
+        if failing["reads"] > 0:
+            failing["reads"] -= 1
+            raise StoreError("reading memories failed: Error executing plan: Internal error: Error getting embedding")
+        return refresh(user_id)
+
+    def sound_files_failing_read(collection, folder):
+        raise StoreError("checking a collection failed: Error executing plan: Internal error: Error getting embedding")
+
+    monkeypatch.setattr(store, "refresh", unreadable_for_a_moment)
+    monkeypatch.setattr(chroma_store, "torn_because", sound_files_failing_read)
+    assert store.count("default") == 1
+    failing["reads"] = 2  # it persists: raised after the one more run
+    with pytest.raises(StoreError, match="Error getting embedding"):
+        store.count("default")
 
 
 @pytest.mark.chroma

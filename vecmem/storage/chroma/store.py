@@ -79,7 +79,7 @@ from vecmem.storage.state.changes import ChangeFeed
 __all__ = ["ChromaStore", "where_clause"]
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
-_SERVER_SEGMENT_PAUSE_S = 0.2  # before a server's unreadable segment is read once more (``_worth_again``)
+_SEGMENT_PAUSE_S = 0.2  # before a segment that failed a read, and is not torn, is read once more (``_worth_again``)
 
 
 def _mending(method: _Method) -> _Method:
@@ -205,32 +205,41 @@ class ChromaStore:
 
     def _worth_again(self, exc: StoreError, user_ids: Sequence[str], rebuilds: int) -> bool:
         """Whether a call that raised ``exc`` is worth running once more: a collection was rebuilt since it began
-        (``rebuilds``: the layout's count then), one it touched was torn and is rebuilt now, or a Chroma server could
-        not read a segment (there is nothing to mend from here, and a server under concurrent writes answers a
-        search with "Error creating hnsw segment reader: Nothing found on disk" now and then, chroma-core/chroma#4212:
-        once more, a moment later)."""
+        (``rebuilds``: the layout's count then), one it touched was torn and is rebuilt now, or Chroma could not
+        read a segment that is not torn: a server has nothing to mend from here, and under concurrent writes
+        answers a search with "Error creating hnsw segment reader: Nothing found on disk" now and then
+        (chroma-core/chroma#4212); an embedded store under its own process's writes met "Error getting embedding"
+        in a read whose segment files were sound, and met it again in the check that followed at once. Either is
+        read once more a moment later; a failure that persists is raised then."""
         with self._layout.writing:  # a rebuild under way in another thread (it holds this) has counted once done
             rebuilt_since = self._layout.rebuilds != rebuilds
         if rebuilt_since or not may_be_torn(exc):
             return rebuilt_since
-        if self._folder is None:
-            time.sleep(_SERVER_SEGMENT_PAUSE_S)
+        mended = None if self._folder is None else self._mend(user_ids)
+        if mended is None:
+            time.sleep(_SEGMENT_PAUSE_S)
             return True
-        return self._mend(user_ids)
+        return mended
 
-    def _mend(self, user_ids: Sequence[str]) -> bool:
-        """Rebuild the torn collections that hold these users' memories; whether they read now, so the failed call
-        is worth running once more (also when another thread rebuilt them while this one waited for the lock)."""
+    def _mend(self, user_ids: Sequence[str]) -> bool | None:
+        """Rebuild the torn collections that hold these users' memories. True when they read now, so the failed
+        call is worth running once more (also when another thread rebuilt them while this one waited for the
+        lock); False when there is nothing here to mend them with; None when one whose files are sound failed
+        to read again (not torn: ``_worth_again``)."""
         if self._folder is None or self._mender is None:
             return False
         model, embed = self._mender
-        rebuilt = checked = False
+        rebuilt = checked = unsettled = False
         with self._layout.writing:
             for collection in self._layout.collections_of(user_ids):
                 if model_of(collection.metadata)[0] != model:
                     continue
                 checked = True
-                why = torn_because(collection, self._folder)
+                try:
+                    why = torn_because(collection, self._folder)
+                except StoreError:  # its files are sound and it still failed to read
+                    unsettled = True
+                    continue
                 if why is None:
                     continue
                 rebuild_torn(self._layout, collection, self._folder, embed,
@@ -238,7 +247,7 @@ class ChromaStore:
                 rebuilt = True
             if rebuilt:
                 self._layout.forget_collections()
-        return checked
+        return None if unsettled else checked
 
     def close(self) -> None:
         """Stop the search and write threads. The Chroma client stays open: chromadb shares one per folder or
