@@ -53,6 +53,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vecmem import Embedder, MemoryBank, RankWeights, Settings, VecmemError, embedder_for
 from vecmem.config import SEARCH_MODES
 from vecmem.retrieval.budget import TiktokenCounter
@@ -118,6 +120,7 @@ class ModeResult:
     seconds: float
     weights: str = ""  # the reranker weights it ran under ("1/0/0"); "" for the baselines, which have none
     budget: dict[int, dict[str, float]] = field(default_factory=dict)  # per budget (eval_budget.BudgetTotals)
+    per_query: list[dict[str, float]] = field(default_factory=list)  # score_query of each query, in order
 
     @property
     def label(self) -> str:
@@ -145,6 +148,7 @@ def summarize(mode: str, dataset: Dataset, ranked: list[list[str]], ks: list[int
         counts={name: len(items) for name, items in sorted(categories.items())},
         curve=[sum(c[i] for _, _, c in rows) / len(rows) for i in range(depth)] if rows else [0.0] * depth,
         seconds=seconds,
+        per_query=[scores for _, scores, _ in rows],
     )
 
 
@@ -218,19 +222,45 @@ def run(
 
 
 FUSION_TOLERANCE = 0.01  # the target: hybrid never below the better of its two sides by more than a point
+BOOTSTRAP_SAMPLES = 2000  # resamples of the queries for a 95% interval (paired_interval)
 
 
 def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, float]]:
     """Per weight setting where dense, keyword and hybrid all ran: hybrid minus the better of the two at R@5 and
     R@10 (those of ``ks``)."""
+    return {weights: {key: difference for key, (difference, _, _) in check.items()}
+            for weights, check in _fusion_checks(results, ks).items()}
+
+
+def _fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """``fusion_checks`` with each difference's 95% interval: (difference, low, high)."""
     checks = {}
     for weights in dict.fromkeys(r.weights for r in results if r.weights):
-        by_mode = {r.mode: r.overall for r in results if r.weights == weights}
+        by_mode = {r.mode: r for r in results if r.weights == weights}
         if {"dense", "keyword", "hybrid"} <= by_mode.keys():
-            checks[weights] = {f"recall@{k}": by_mode["hybrid"][f"recall@{k}"]
-                               - max(by_mode["dense"][f"recall@{k}"], by_mode["keyword"][f"recall@{k}"])
-                               for k in (5, 10) if k in ks}
+            check = {}
+            for key in (f"recall@{k}" for k in (5, 10) if k in ks):
+                better = max(by_mode["dense"], by_mode["keyword"], key=lambda result: result.overall[key])
+                hybrid = by_mode["hybrid"]
+                low, high = paired_interval([h[key] - b[key] for h, b in zip(hybrid.per_query, better.per_query,
+                                                                               strict=True)])
+                check[key] = (hybrid.overall[key] - better.overall[key], low, high)
+            checks[weights] = check
     return checks
+
+
+def paired_interval(differences: Sequence[float], samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
+    """The 95% interval of the mean of per-query differences between two rankings of the same queries, by
+    resampling the queries with replacement (the percentile bootstrap, seeded: the same figures every run). On a
+    set of 76 queries one query moves recall by up to 1.3 points, and this says which gaps chance alone could
+    make."""
+    if not differences:
+        return 0.0, 0.0
+    values = np.asarray(differences, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], settings: Settings) -> str:
@@ -256,12 +286,14 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
             weights = f"{result.weights or '-'} | " if several else ""
             lines.append(f"| {result.label} | {weights}{name} | {count} | " + " | ".join(cells) + " |")
     lines.append("")
-    for weights, check in fusion_checks(results, ks).items():
-        verdict = "not below its better side by more than a point" if min(check.values()) >= -FUSION_TOLERANCE \
+    for weights, check in _fusion_checks(results, ks).items():
+        verdict = "not below its better side by more than a point" \
+            if min(value for value, _, _ in check.values()) >= -FUSION_TOLERANCE \
             else "BELOW its better side by more than a point"
         lines.append(f"Fusion check{f' ({weights})' if several else ''} (hybrid minus the better of dense and "
-                     "keyword): " + ", ".join(f"R@{key.split('@')[1]} {100 * value:+.1f}"
-                                              for key, value in check.items()) + f": {verdict}.")
+                     "keyword; in brackets its 95% interval, resampling the queries): " + ", ".join(
+                         f"R@{key.split('@')[1]} {100 * value:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+                         for key, (value, low, high) in check.items()) + f": {verdict}.")
     lines.append("Figures are percentages. " + ", ".join(
         f"{r.label}{f' ({r.weights})' if several and r.weights else ''}: {r.seconds:.1f} s" for r in results)
         + f" for {len(dataset.queries)} queries")

@@ -360,7 +360,19 @@ def test_the_table_shows_baselines_and_the_fusion_check(capsys):
                             "--mode", "dense", "keyword", "hybrid", "--baselines", "--quiet"], embedder=FakeEmbedder())
     out = capsys.readouterr().out
     assert code == 0 and "| plain BM25 | all | 25 |" in out and "| plain cosine | supersession |" in out
-    assert "Fusion check (hybrid minus the better of dense and keyword): R@5 " in out and "R@10 " in out
+    assert "Fusion check (hybrid minus the better of dense and keyword; in brackets its 95% interval, resampling " \
+        "the queries): R@5 " in out and "R@10 " in out
+
+
+def test_a_gap_between_two_rankings_comes_with_the_interval_chance_alone_could_make():
+    assert evaluation.paired_interval([0.0] * 76) == (0.0, 0.0)
+    assert evaluation.paired_interval([0.25] * 40) == pytest.approx((0.25, 0.25))
+    one_query_apart = [0.0] * 75 + [-1.0]  # one query of 76 lost its memory: 1.3 points, within chance
+    low, high = evaluation.paired_interval(one_query_apart)
+    assert low < -1 / 76 < high and high == pytest.approx(0.0)
+    many_apart = [-1.0] * 20 + [0.0] * 1966  # 20 of LoCoMo's 1,986 questions: a point, and not chance
+    low, high = evaluation.paired_interval(many_apart)
+    assert low < -0.01 < high < 0
 
 
 def test_first_person_of_a_user_called_she():
