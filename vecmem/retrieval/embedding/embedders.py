@@ -121,7 +121,7 @@ def embedder_for(settings: Settings, model: str | None = None) -> Embedder:
 
 def second_view_embedder(settings: Settings) -> Embedder | None:
     """The model of the second dense view (``VECMEM_SECOND_VIEW``, index/second_view.py), or None when it is off."""
-    return UseEmbedder(preload=True) if settings.second_view == "use" else None
+    return UseEmbedder(preload=True, cache_dir=settings.model_cache) if settings.second_view == "use" else None
 
 
 def canonical_model_name(model: str) -> str:
