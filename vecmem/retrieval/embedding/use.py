@@ -6,15 +6,15 @@ The package ships its weights (about 32 MB, the embedding table 6-bit quantised)
 no torch, no ONNX Runtime, no C extension of its own, so it installs wherever numpy does. Loading reads the
 tokenizer's vocabulary and the table; what that and embedding cost: docs/benchmarks.md, *A second dense view*.
 
-**The load, kept.** The package's own load takes 1.7 s in a new process: its tokenizer parses the vocabulary's
-protobuf in pure Python (1.5 s of it) and the table is inflated from a compressed file. That is most of a shell
-search with the view on, so the first process keeps what loading made (``_Kept``) in the model cache
-(``VECMEM_MODEL_CACHE``): the tokenizer's and the normalizer's state as Python values (``marshal``: plain values
-only, nothing that runs code), the table as an uncompressed array mapped from disk (its rows are read as a query
-uses them), the other weights beside it. Later processes rebuild the same objects of the same classes from it in
-about a tenth of the time, and check them: the kept vectors of a few probe texts must come out again, else the
-folder is ignored and the package loads as before. The folder is keyed by the package's version, its files'
-sizes and times and the Python version (marshal's format is Python's), so a reinstalled package is kept anew.
+**The load, kept.** The package's own load is most of a shell search with the view on: its tokenizer parses the
+vocabulary's protobuf in pure Python and the table is inflated from a compressed file. So the first process keeps
+what loading made (``_Kept``) in the model cache (``VECMEM_MODEL_CACHE``): the tokenizer's and the normalizer's
+state as Python values (``marshal``: plain values only, nothing that runs code), the table as an uncompressed array
+mapped from disk (its rows are read as a query uses them), the other weights beside it. Later processes rebuild the
+same objects of the same classes from it in a fraction of the time (docs/benchmarks.md, *A second dense view*), and
+check them: the kept vectors of a few probe texts must come out again, else the folder is ignored and the package
+loads as before. The folder is keyed by the package's version, its files' sizes and times and the Python version
+(marshal's format is Python's), so a reinstalled package is kept anew.
 
 USE embeds queries and documents alike (no prefixes), so ``embed_query`` and ``embed_documents`` differ only in
 shape. Its matrix products run on one BLAS thread (``THREADS``): a search embeds its query with e5 at the same
