@@ -364,6 +364,11 @@ def test_the_table_shows_baselines_and_the_fusion_check(capsys):
         "the queries): R@5 " in out and "R@10 " in out
 
 
+def test_a_gap_of_exactly_a_point_is_not_more_than_a_point():
+    assert evaluation.fusion_holds([0.82 - 0.83, 0.0])  # -0.01000000000000001 in floating point
+    assert not evaluation.fusion_holds([0.81 - 0.83])
+
+
 def test_a_gap_between_two_rankings_comes_with_the_interval_chance_alone_could_make():
     assert evaluation.paired_interval([0.0] * 76) == (0.0, 0.0)
     assert evaluation.paired_interval([0.25] * 40) == pytest.approx((0.25, 0.25))
