@@ -227,15 +227,9 @@ FUSION_TOLERANCE = 0.01
 BOOTSTRAP_SAMPLES = 2000  # resamples of the queries for a 95% interval (paired_interval)
 
 
-def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, float]]:
+def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, tuple[float, float, float]]]:
     """Per weight setting where dense, keyword and hybrid all ran: hybrid minus the better of the two at R@5 and
-    R@10 (those of ``ks``)."""
-    return {weights: {key: difference for key, (difference, _, _) in check.items()}
-            for weights, check in _fusion_checks(results, ks).items()}
-
-
-def _fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """``fusion_checks`` with each difference's 95% interval: (difference, low, high)."""
+    R@10 (those of ``ks``), with the difference's 95% interval: (difference, low, high)."""
     checks = {}
     for weights in dict.fromkeys(r.weights for r in results if r.weights):
         by_mode = {r.mode: r for r in results if r.weights == weights}
@@ -293,7 +287,7 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
             weights = f"{result.weights or '-'} | " if several else ""
             lines.append(f"| {result.label} | {weights}{name} | {count} | " + " | ".join(cells) + " |")
     lines.append("")
-    for weights, check in _fusion_checks(results, ks).items():
+    for weights, check in fusion_checks(results, ks).items():
         verdict = "not below its better side by more than a point" \
             if fusion_holds(value for value, _, _ in check.values()) else "BELOW its better side by more than a point"
         lines.append(f"Fusion check{f' ({weights})' if several else ''} (hybrid minus the better of dense and "
@@ -442,15 +436,18 @@ def main(
         return _print_through_agent(args, dataset, results, through, ks, per_turn_tokens)
     if args.json:
         objects = [as_json(dataset, result) for result in results]
-        checks = {w: {k: round(v, 6) for k, v in check.items()} for w, check in fusion_checks(results, ks).items()}
+        found = fusion_checks(results, ks)
+        checks = {w: {k: round(v, 6) for k, (v, _, _) in check.items()} for w, check in found.items()}
+        intervals = {w: {k: [round(low, 6), round(high, 6)] for k, (_, low, high) in check.items()}
+                     for w, check in found.items()}
         several: dict[str, Any]
         if len(weightings) > 1:  # a mode runs once per weight setting: keyed "hybrid 1/0/0"
             several = {"modes": {f"{o['mode']} {o['weights']}" if "weights" in o else o["mode"]: o for o in objects},
-                       "fusion_check": checks}
+                       "fusion_check": checks, "fusion_check_95": intervals}
         else:
             several = {"modes": {o["mode"]: o for o in objects}}
             if checks:
-                (several["fusion_check"],) = checks.values()
+                (several["fusion_check"],), (several["fusion_check_95"],) = checks.values(), intervals.values()
         print(json.dumps(objects[0] if len(objects) == 1 else several, ensure_ascii=False, indent=2))
     else:
         print(markdown(dataset, results, ks, settings))

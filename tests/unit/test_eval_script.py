@@ -325,6 +325,8 @@ def test_native_set_of_two_users(tmp_path, rankings, capsys):
         assert {i for _, ids in rankings[mode] for i in ids} <= {"a1", "a2", "b1"}
         assert all(i.startswith({"ann": "a", "bob": "b"}[q.user_id]) for q, ids in rankings[mode] for i in ids)
     assert set(result["fusion_check"]) == {"recall@5"}
+    low, high = result["fusion_check_95"]["recall@5"]  # every query found by every mode: no gap, by chance or not
+    assert low == high == result["fusion_check"]["recall@5"] == 0
 
 
 # ---------------------------------------------------------------------------------------------- baselines
@@ -400,7 +402,7 @@ def test_several_weight_settings_share_one_index_in_one_table(capsys):
     assert evaluation.main([*argv, "--json"], embedder=FakeEmbedder()) == 0
     result = json.loads(capsys.readouterr().out)
     assert {"dense 1/0/0", "hybrid 0.6/0.2/0.2", "plain-bm25", "plain-cosine"} <= set(result["modes"])
-    assert set(result["fusion_check"]) == {"1/0/0", "0.6/0.2/0.2"}
+    assert set(result["fusion_check"]) == set(result["fusion_check_95"]) == {"1/0/0", "0.6/0.2/0.2"}
     assert result["modes"]["dense 1/0/0"]["weights"] == "1/0/0"
 
 
