@@ -300,6 +300,18 @@ def markdown(dataset: Dataset, results: list[ModeResult], ks: list[int], setting
     return "\n".join(lines)
 
 
+def run_label(result: ModeResult) -> str:
+    """How a run is named in a per-query file: "hybrid 1/0/0", "plain BM25"."""
+    return f"{result.label} {result.weights}".strip()
+
+
+def per_query_json(dataset: Dataset, results: list[ModeResult]) -> dict[str, Any]:
+    """Each query's scores per run (``--per-query``): what scripts/compare_runs.py reads to compare two runs on
+    the same queries."""
+    return {"dataset": dataset.name, "queries": [query.id for query in dataset.queries],
+            "runs": {run_label(result): result.per_query for result in results}}
+
+
 def as_json(dataset: Dataset, result: ModeResult) -> dict[str, Any]:
     return {
         "dataset": dataset.name,
@@ -387,6 +399,8 @@ def main(
                         help="also plain BM25 and plain cosine on the same memories and queries (eval_baselines.py)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw recall@k curves per mode")
+    parser.add_argument("--per-query", type=Path, metavar="FILE.json",
+                        help="also write each query's scores per mode, for scripts/compare_runs.py")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
@@ -454,6 +468,12 @@ def main(
         if budgets:
             print()
             print(budget_markdown(dataset, results, []))
+    if args.per_query:
+        try:
+            args.per_query.write_text(json.dumps(per_query_json(dataset, results), ensure_ascii=False), encoding="utf-8")
+        except OSError as exc:
+            print(f"eval_hit_rate: error: cannot write {args.per_query}: {exc}", file=sys.stderr)
+            return 2
     if args.plot:
         plot(results, dataset, args.plot)
         if not args.json:

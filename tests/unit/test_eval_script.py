@@ -366,6 +366,37 @@ def test_the_table_shows_baselines_and_the_fusion_check(capsys):
         "the queries): R@5 " in out and "R@10 " in out
 
 
+def test_two_runs_on_the_same_queries_are_compared_query_by_query(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("compare_runs", REPO / "scripts" / "compare_runs.py")
+    compare_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare_runs)
+    native = str(REPO / "data" / "eval" / "native_en.json")
+    argv = ["--format", "vecmem", "--data", native, "--mode", "dense", "hybrid", "--quiet", "--weights", "1", "0", "0"]
+    assert evaluation.main([*argv, "--per-query", str(tmp_path / "a.json")], embedder=FakeEmbedder()) == 0
+    assert evaluation.main([*argv, "--weights", "0", "1", "0", "--per-query", str(tmp_path / "b.json")],
+                           embedder=FakeEmbedder()) == 0
+    stored = json.loads((tmp_path / "a.json").read_text())
+    assert set(stored["runs"]) == {"dense 1/0/0", "hybrid 1/0/0"} and len(stored["queries"]) == 25
+    capsys.readouterr()
+    assert compare_runs.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| dense 1/0/0 | recall@5 |" in out and "| hybrid 1/0/0 | recall@10 |" in out
+    assert "0/1/0" not in out  # only the runs both files hold
+    assert compare_runs.main([str(tmp_path / "a.json"), "--runs", "dense 1/0/0", "hybrid 1/0/0", "--measure",
+                              "recall@1"]) == 0
+    assert "| hybrid 1/0/0 minus dense 1/0/0 | recall@1 |" in capsys.readouterr().out
+    # the same run against itself: no gap, and none that chance could make
+    row = compare_runs.compare(stored["runs"]["dense 1/0/0"], stored["runs"]["dense 1/0/0"], "recall@5")
+    assert row["gap"] == row["low"] == row["high"] == row["moved"] == 0
+    (tmp_path / "c.json").write_text(json.dumps({**stored, "queries": stored["queries"][:-1]}))
+    assert compare_runs.main([str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 2
+    assert compare_runs.main([str(tmp_path / "a.json"), "--runs", "dense 1/0/0", "nothing"]) == 2
+    (tmp_path / "d.json").write_text("not json")
+    assert compare_runs.main([str(tmp_path / "d.json")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("compare_runs: error: ") for line in err)
+
+
 def test_a_gap_of_exactly_a_point_is_not_more_than_a_point():
     assert evaluation.fusion_holds([0.82 - 0.83, 0.0])  # -0.01000000000000001 in floating point
     assert not evaluation.fusion_holds([0.81 - 0.83])
