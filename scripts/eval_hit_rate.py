@@ -259,7 +259,9 @@ def paired_interval(differences: Sequence[float], samples: int = BOOTSTRAP_SAMPL
         return 0.0, 0.0
     values = np.asarray(differences, dtype=np.float64)
     rng = np.random.default_rng(0)
-    means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
+    chunk = max(1, 4_000_000 // len(values))  # resamples drawn at a time: a few tens of MB however many queries
+    means = np.concatenate([values[rng.integers(0, len(values), size=(min(chunk, samples - done), len(values)))]
+                            .mean(axis=1) for done in range(0, samples, chunk)])
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
 
@@ -445,6 +447,12 @@ def main(
     except (DataError, VecmemError) as exc:
         print(f"eval_hit_rate: error: {exc}", file=sys.stderr)
         return 2
+    if args.per_query:
+        try:
+            args.per_query.write_text(json.dumps(per_query_json(dataset, results), ensure_ascii=False), encoding="utf-8")
+        except OSError as exc:
+            print(f"eval_hit_rate: error: cannot write {args.per_query}: {exc}", file=sys.stderr)
+            return 2
     if through is not None:
         per_turn_tokens = sum(map(TiktokenCounter(settings.tokenizer).count, (r.content for r in dataset.records)))
         return _print_through_agent(args, dataset, results, through, ks, per_turn_tokens)
@@ -468,12 +476,6 @@ def main(
         if budgets:
             print()
             print(budget_markdown(dataset, results, []))
-    if args.per_query:
-        try:
-            args.per_query.write_text(json.dumps(per_query_json(dataset, results), ensure_ascii=False), encoding="utf-8")
-        except OSError as exc:
-            print(f"eval_hit_rate: error: cannot write {args.per_query}: {exc}", file=sys.stderr)
-            return 2
     if args.plot:
         plot(results, dataset, args.plot)
         if not args.json:
