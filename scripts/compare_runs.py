@@ -13,20 +13,13 @@ scores differ. A gap whose interval holds 0 is one chance alone could make. Figu
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_hit_rate import paired_interval  # a sibling script, after the path line
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:
-        print(f"compare_runs: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
+from eval_hit_rate import ScriptParser, paired_gap  # a sibling script, after the path line
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -40,16 +33,11 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def compare(before: list[dict[str, float]], after: list[dict[str, float]], measure: str) -> dict[str, float]:
-    """The means of ``measure`` in both runs, the gap (after minus before), its 95% interval and the queries moved."""
+    """eval_hit_rate.paired_gap, a measure the runs lack said as bad input."""
     try:
-        differences = [b[measure] - a[measure] for a, b in zip(before, after, strict=True)]
-        mean_before = sum(a[measure] for a in before) / len(before) if before else 0.0
+        return paired_gap(before, after, measure)
     except KeyError as exc:
         raise ValueError(f"no {measure} in the runs (--k of the evaluation)") from exc
-    low, high = paired_interval(differences)
-    gap = sum(differences) / len(differences) if differences else 0.0
-    return {"before": mean_before, "after": mean_before + gap, "gap": gap, "low": low, "high": high,
-            "moved": sum(1 for difference in differences if difference)}
 
 
 def pairs(files: list[dict[str, Any]], runs: list[str] | None) -> list[tuple[str, list[Any], list[Any]]]:
@@ -72,7 +60,7 @@ def pairs(files: list[dict[str, Any]], runs: list[str] | None) -> list[tuple[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(description=__doc__.splitlines()[0])
+    parser = ScriptParser("compare_runs", description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE.json", help="one or two --per-query files")
     parser.add_argument("--runs", nargs="+", metavar="RUN", help="the runs to compare (with one file: exactly two)")
     parser.add_argument("--measure", nargs="+", default=["recall@5", "recall@10"], help="default: recall@5 recall@10")

@@ -237,10 +237,8 @@ def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[st
             check = {}
             for key in (f"recall@{k}" for k in (5, 10) if k in ks):
                 better = max(by_mode["dense"], by_mode["keyword"], key=lambda result: result.overall[key])
-                hybrid = by_mode["hybrid"]
-                low, high = paired_interval([h[key] - b[key] for h, b in zip(hybrid.per_query, better.per_query,
-                                                                               strict=True)])
-                check[key] = (hybrid.overall[key] - better.overall[key], low, high)
+                gap = paired_gap(better.per_query, by_mode["hybrid"].per_query, key)
+                check[key] = (gap["gap"], gap["low"], gap["high"])
             checks[weights] = check
     return checks
 
@@ -248,6 +246,18 @@ def fusion_checks(results: list[ModeResult], ks: list[int]) -> dict[str, dict[st
 def fusion_holds(gaps: Iterable[float]) -> bool:
     """Whether no gap (hybrid minus its better side) is below FUSION_TOLERANCE's point, a point exactly allowed."""
     return min(gaps, default=0.0) >= -FUSION_TOLERANCE - 1e-9
+
+
+def paired_gap(before: Sequence[dict[str, float]], after: Sequence[dict[str, float]], measure: str) -> dict[str, float]:
+    """Two rankings of the same queries (``score_query`` rows, in order) on ``measure``: both means, the gap (after
+    minus before), its 95% interval (``paired_interval``) and how many queries' scores differ. KeyError when the
+    rows lack the measure."""
+    differences = [b[measure] - a[measure] for a, b in zip(before, after, strict=True)]
+    low, high = paired_interval(differences)
+    mean_before = sum(a[measure] for a in before) / len(before) if before else 0.0
+    gap = sum(differences) / len(differences) if differences else 0.0
+    return {"before": mean_before, "after": mean_before + gap, "gap": gap, "low": low, "high": high,
+            "moved": sum(1 for difference in differences if difference)}
 
 
 def paired_interval(differences: Sequence[float], samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
@@ -358,9 +368,15 @@ def plot(results: list[ModeResult], dataset: Dataset, target: Path) -> None:
 # ---------------------------------------------------------------------------------------------- command line
 
 
-class _Parser(argparse.ArgumentParser):
+class ScriptParser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line on stderr, "<name>: error: ...", and exit 2 (compare_runs.py too)."""
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
     def error(self, message: str) -> Any:
-        print(f"eval_hit_rate: error: {message}", file=sys.stderr)
+        print(f"{self.name}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -370,7 +386,7 @@ def main(
     settings_factory: Callable[[], Settings] | None = None,
     embedder: Embedder | None = None,
 ) -> int:
-    parser = _Parser(description="Recall of vecmem retrieval on LoCoMo, MADial-Bench or a native test set.")
+    parser = ScriptParser("eval_hit_rate", description="Recall of vecmem retrieval on LoCoMo, MADial-Bench or a native test set.")
     parser.add_argument("--format", required=True, choices=["vecmem", "locomo", "madial"])
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--k", nargs="+", type=int, default=[1, 3, 5, 10])

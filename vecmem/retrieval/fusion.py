@@ -94,10 +94,10 @@ similarity, so a query whose evidence is weak stays weak): ``best·(s - typical)
 typical one (``Typical``). Candidates are the nearest few dozen memories by either side, and all but a handful
 are no answer, so the typical one says what a memory this query is not about scores among the ones it finds. They
 are at least four times the k asked for (``VECMEM_OVERFETCH``, 4 by default), so the typical one ranks below every
-memory returned and their order by similarity is kept: measured from a fixed rank instead (the 10th best, the same for every k), the
-memories below it tied at 0 and LoCoMo's R@10 with similarity alone fell 0.7. The
-specified blend adds recency and importance to the similarity with fixed weights, and for those weights to mean
-the same in every store, the similarity has to spread a query's candidates alike. Without this it did not:
+memory returned and their order by similarity is kept: measured from a fixed rank instead (the 10th best, the same
+for every k), the memories below it tied at 0 and LoCoMo's R@10 with similarity alone fell 0.7. The specified blend
+adds recency and importance to the similarity with fixed weights, and for those weights to mean the same in every
+store, the similarity has to spread a query's candidates alike. Without this it did not:
 multilingual-e5-small gives every turn of one conversation (the same two speakers, the same style) a standing far
 above the cohort, so a LoCoMo question's candidates all had similarities near the best's, and 0.2 of recency
 outweighed nearly any difference the question made (the dense side lost 11.7 points of R@5 to the blend,
